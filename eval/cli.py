@@ -1,0 +1,236 @@
+"""The ``aqa eval …`` and ``aqa bench …`` subcommands.
+
+``rag.cli`` calls ``register(subparsers)``; every handler is stored as
+``fn`` and returns an exit code. Also runnable alone: ``python -m eval.cli``.
+
+    aqa eval run [--set FILE] [--out DIR] [--retriever hybrid|dense|bm25] [--no-llm]
+                 [--limit N] [--type T ...] [--extra-corpus PATH ...]
+    aqa eval compare RUN_A RUN_B
+    aqa eval ablate [--set FILE] [--out DIR] [--config NAME ...] [--llm]
+    aqa bench [ingest|search|llm|baseline|all] [--size tiny|full] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """Settings fields given on the command line (None = keep env/.env/default)."""
+    fields = {
+        "retriever": "retriever", "top_k": "top_k", "dense_weight": "dense_weight",
+        "relevance_floor": "relevance_floor", "chunk_tokens": "chunk_tokens",
+        "chunk_overlap": "chunk_overlap", "embed_provider": "embed_provider",
+        "llm_provider": "llm_provider", "local_model": "local_model",
+    }
+    return {f: getattr(args, a) for f, a in fields.items() if getattr(args, a, None) is not None}
+
+
+def _settings_args(p: argparse.ArgumentParser, *, retriever: bool = True) -> None:
+    g = p.add_argument_group("engine settings (override env/.env)")
+    if retriever:
+        g.add_argument("--retriever", choices=["hybrid", "dense", "bm25"])
+        g.add_argument("--dense-weight", type=float)
+        g.add_argument("--relevance-floor", type=float)
+        g.add_argument("--chunk-tokens", type=int)
+        g.add_argument("--chunk-overlap", type=int)
+    g.add_argument("--top-k", type=int)
+    g.add_argument("--embed-provider", choices=["minilm", "wordllama", "openai"])
+    g.add_argument("--llm-provider", choices=["auto", "local", "openai"])
+    g.add_argument("--local-model", choices=["qwen2.5-1.5b", "smollm2-135m"])
+    g.add_argument("--data-dir", help="base index location (default: AQA_DATA_DIR or .aqa); "
+                   "evals index into <data-dir>/eval… so your own index is never touched")
+
+
+def _base_data_dir(args: argparse.Namespace) -> Path:
+    if getattr(args, "data_dir", None):
+        return Path(args.data_dir)
+    from rag.config import Settings
+
+    return Settings().data_dir
+
+
+def _corpus(args: argparse.Namespace) -> list[Path]:
+    from rag.config import BUNDLED_CORPUS
+
+    base = [Path(p) for p in args.corpus] if getattr(args, "corpus", None) else [BUNDLED_CORPUS]
+    extra = [Path(p) for p in getattr(args, "extra_corpus", None) or []]
+    for p in base + extra:
+        if not p.exists():
+            from rag.errors import AqaError
+
+            raise AqaError(f"{p}: corpus path not found")
+    return base + extra
+
+
+def _questions(args: argparse.Namespace):
+    from eval.dataset import DEFAULT_SET, DatasetError, load_questions
+    from rag.errors import AqaError
+
+    path = Path(args.set) if args.set else DEFAULT_SET
+    try:
+        qs = load_questions(path)
+    except DatasetError as e:
+        raise AqaError(str(e)) from None
+    if getattr(args, "type", None):
+        qs = [q for q in qs if q.type in args.type]
+    if getattr(args, "limit", None):
+        qs = qs[: args.limit]
+    if not qs:
+        raise AqaError(f"{path}: no questions left after --type/--limit")
+    return path, qs
+
+
+def cmd_eval_run(args: argparse.Namespace) -> int:
+    from eval.report import fmt, metric_label
+    from eval.runner import (
+        RunConfig,
+        build_engine,
+        default_run_dir,
+        eval_data_dir,
+        prepare_corpus,
+        run_eval,
+    )
+
+    set_path, qs = _questions(args)
+    corpus = _corpus(args)
+    over = _overrides(args)
+    data_dir = Path(args.data_dir) if args.no_ingest and args.data_dir else \
+        eval_data_dir(_base_data_dir(args), corpus)
+    over["data_dir"] = data_dir
+    engine = build_engine(over)
+    if not args.no_ingest:
+        rep = prepare_corpus(engine, corpus, progress=True)
+        print(f"Index {data_dir}: {rep.papers_total} papers "
+              f"({rep.papers_added} added, {rep.papers_pruned} pruned)", file=sys.stderr)
+    label = args.label or ("retrieval" if args.no_llm else engine.settings.retriever)
+    out = Path(args.out) if args.out else default_run_dir(label)
+    cfg = RunConfig(set_path=set_path, use_llm=not args.no_llm, label=label, overrides=over,
+                    extra_corpus=[str(p) for p in args.extra_corpus or []], seed=args.seed)
+    summary = run_eval(engine, qs, cfg, out)
+    k = summary["k"]
+    print(f"\n{summary['n_questions']} questions -> {out}")
+    for name, v in summary["overall"].items():
+        ci = v["ci95"]
+        ci_s = f"  [{fmt(ci[0])}, {fmt(ci[1])}]" if ci else ""
+        print(f"  {metric_label(name, k):24s} {fmt(v['mean'])}{ci_s}  (n={v['n']})")
+    lat = summary["latency_ms"]
+    for key in ("search_ms", "ttft_ms", "total_ms"):
+        if lat[key]["n"]:
+            print(f"  {key:24s} p50 {fmt(lat[key]['p50'], 1)}  p95 {fmt(lat[key]['p95'], 1)}")
+    print(f"Report: {out / 'report.md'}")
+    return 0
+
+
+def cmd_eval_compare(args: argparse.Namespace) -> int:
+    from eval.compare import compare_runs, render_comparison
+
+    c = compare_runs(args.run_a, args.run_b)
+    if args.json:
+        print(json.dumps(c, indent=2))
+    else:
+        print(render_comparison(c))
+    if args.out:
+        Path(args.out).write_text(render_comparison(c), encoding="utf-8")
+    return 0
+
+
+def cmd_eval_ablate(args: argparse.Namespace) -> int:
+    from eval.ablate import run_ablation
+    from eval.runner import default_run_dir
+
+    set_path, qs = _questions(args)
+    out = Path(args.out) if args.out else default_run_dir("ablate")
+    res = run_ablation(
+        qs, set_path=set_path, out_dir=out, base_overrides=_overrides(args),
+        data_root=_base_data_dir(args), corpus=_corpus(args), configs=args.config,
+        use_llm=args.llm,
+    )
+    print(res["table"])
+    print(f"Written: {out / 'ablation.md'}, {out / 'ablation.json'}, one run folder per config")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from eval.bench import run_bench
+
+    run_bench(
+        args.what, size=args.size, out=Path(args.out) if args.out else None,
+        base_overrides=_overrides(args), data_root=_base_data_dir(args), set_path=args.set,
+        run_dir=args.run,
+    )
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``eval`` (run/compare/ablate) and ``bench`` to an argparse subparsers object."""
+    ev = subparsers.add_parser("eval", help="offline answer-quality evaluation")
+    esub = ev.add_subparsers(dest="eval_command", required=True)
+
+    r = esub.add_parser("run", help="run a question set; writes a report folder")
+    r.add_argument("--set", help="question set JSONL (default: eval/questions.jsonl)")
+    r.add_argument("--out", help="run folder (default: eval/runs/<time>-<label>)")
+    r.add_argument("--label", help="name of the run in its folder and report")
+    r.add_argument("--no-llm", action="store_true", help="retrieval metrics only (no answers)")
+    r.add_argument("--limit", type=int, help="only the first N questions")
+    r.add_argument("--type", action="append", help="only this question type (repeatable)")
+    r.add_argument("--corpus", nargs="+", help="corpus paths (default: the bundled corpus)")
+    r.add_argument("--extra-corpus", nargs="+", help="distractor corpus paths added to the index")
+    r.add_argument("--no-ingest", action="store_true",
+                   help="use the index in --data-dir as it is (your own corpus and set)")
+    r.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    _settings_args(r)
+    r.set_defaults(fn=cmd_eval_run)
+
+    c = esub.add_parser("compare", help="metric deltas and flipped questions of two runs")
+    c.add_argument("run_a")
+    c.add_argument("run_b")
+    c.add_argument("--json", action="store_true")
+    c.add_argument("--out", help="also write the Markdown comparison here")
+    c.set_defaults(fn=cmd_eval_compare)
+
+    a = esub.add_parser("ablate", help="BM25/dense/hybrid, relevance floor, chunk sizes")
+    a.add_argument("--set", help="question set JSONL (default: eval/questions.jsonl)")
+    a.add_argument("--out", help="output folder (default: eval/runs/<time>-ablate)")
+    a.add_argument("--config", action="append", help="only this configuration (repeatable)")
+    a.add_argument("--llm", action="store_true", help="also generate answers (slow)")
+    a.add_argument("--limit", type=int)
+    a.add_argument("--type", action="append")
+    a.add_argument("--corpus", nargs="+")
+    a.add_argument("--extra-corpus", nargs="+")
+    _settings_args(a, retriever=False)
+    a.set_defaults(fn=cmd_eval_ablate)
+
+    b = subparsers.add_parser("bench", help="speed benchmarks (prints figures, writes JSON)")
+    b.add_argument("what", nargs="?", default="all",
+                   choices=["ingest", "search", "llm", "baseline", "all"])
+    b.add_argument("--size", choices=["tiny", "full"], default="full")
+    b.add_argument("--out", help="folder for bench.json (default: eval/runs/<time>-bench-<size>)")
+    b.add_argument("--set", help="question set for search/baseline queries")
+    b.add_argument("--run", help="an eval run folder (with LLM) whose citation precision "
+                   "the baseline section compares against")
+    _settings_args(b, retriever=False)
+    b.set_defaults(fn=cmd_bench)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rag.errors import AqaError
+
+    p = argparse.ArgumentParser(prog="python -m eval.cli")
+    register(p.add_subparsers(dest="command", required=True))
+    args = p.parse_args(argv)
+    try:
+        return int(args.fn(args) or 0)
+    except AqaError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    import rag  # noqa: F401  (offline-safe environment before anything else loads)
+
+    sys.exit(main())

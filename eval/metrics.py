@@ -1,0 +1,399 @@
+"""Eval metrics: pure, deterministic functions over plain values.
+
+This module owns every number the eval reports: paper-level retrieval metrics
+(hit@k, recall@k, MRR, nDCG@k), citation precision/recall, must-include
+recall, sentence support rate, decline rates, latency percentiles, seeded
+bootstrap confidence intervals and the aggregation of per-question metrics
+into a summary. It imports nothing from the engine, so it is unit-tested on
+hand-made cases and can re-score stored ``results.jsonl`` files.
+
+Conventions:
+- ``None`` means "not applicable" (e.g. retrieval metrics of a question with
+  no gold papers); means skip ``None`` values and report how many counted.
+- Relevance is binary and paper-level: a ranked list is first mapped to
+  "which gold entry (if any) does this paper match", and each gold entry
+  counts once, at its best rank (a paper listed twice cannot score twice).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# --- gold matching -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GoldRef:
+    """A gold paper named by provenance: corpus-relative path + 1-based ordinal."""
+
+    path: str
+    ordinal: int
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> GoldRef:
+        return cls(path=str(d["path"]), ordinal=int(d["ordinal"]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "ordinal": self.ordinal}
+
+
+ProvLike = tuple[str, int]  # (path, ordinal) of one Provenance entry
+
+
+def _norm_path(p: str) -> str:
+    # Windows separators and "./" prefixes must not break matching.
+    p = p.replace("\\", "/")
+    while p.startswith("./"):
+        p = p[2:]
+    return p
+
+
+def path_matches(a: str, b: str) -> bool:
+    """Equal, or one ends with "/" + the other (a corpus ingested from a
+    different root yields a longer or shorter relative path)."""
+    a, b = _norm_path(a), _norm_path(b)
+    return a == b or a.endswith("/" + b) or b.endswith("/" + a)
+
+
+def gold_index(provenance: Iterable[ProvLike], gold: Sequence[GoldRef]) -> int | None:
+    """Index of the first gold entry this paper matches, or None."""
+    provs = list(provenance)
+    for i, g in enumerate(gold):
+        for path, ordinal in provs:
+            if int(ordinal) == g.ordinal and path_matches(path, g.path):
+                return i
+    return None
+
+
+def relevance_vector(
+    ranked: Sequence[Iterable[ProvLike]], gold: Sequence[GoldRef]
+) -> list[int | None]:
+    """For each ranked paper, the gold index it newly matches (None if it is
+    not gold or matches a gold entry already seen higher up)."""
+    seen: set[int] = set()
+    out: list[int | None] = []
+    for provs in ranked:
+        gi = gold_index(provs, gold)
+        if gi is None or gi in seen:
+            out.append(None)
+        else:
+            seen.add(gi)
+            out.append(gi)
+    return out
+
+
+# --- retrieval metrics -------------------------------------------------------
+
+
+def _binary(rel: Sequence[int | None]) -> list[int]:
+    return [0 if r is None else 1 for r in rel]
+
+
+def hit_at_k(rel: Sequence[int | None], k: int) -> float:
+    return 1.0 if any(_binary(rel)[:k]) else 0.0
+
+
+def recall_at_k(rel: Sequence[int | None], n_gold: int, k: int) -> float | None:
+    if n_gold <= 0:
+        return None
+    return sum(_binary(rel)[:k]) / n_gold
+
+
+def reciprocal_rank(rel: Sequence[int | None]) -> float:
+    """1/rank of the first gold paper; 0 when none was retrieved."""
+    for i, r in enumerate(_binary(rel), start=1):
+        if r:
+            return 1.0 / i
+    return 0.0
+
+
+def ndcg_at_k(rel: Sequence[int | None], n_gold: int, k: int) -> float | None:
+    """Binary-gain nDCG: DCG = sum rel_i / log2(i + 1); the ideal ranking puts
+    min(n_gold, k) gold papers first."""
+    if n_gold <= 0:
+        return None
+    dcg = sum(r / math.log2(i + 1) for i, r in enumerate(_binary(rel)[:k], start=1))
+    idcg = sum(1.0 / math.log2(i + 1) for i in range(1, min(n_gold, k) + 1))
+    return dcg / idcg
+
+
+def first_gold_rank(rel: Sequence[int | None]) -> int | None:
+    for i, r in enumerate(rel, start=1):
+        if r is not None:
+            return i
+    return None
+
+
+def retrieval_metrics(
+    rel: Sequence[int | None], n_gold: int, ks: Sequence[int] = (1, 3, 5, 10)
+) -> dict[str, float | None]:
+    """All paper-level retrieval metrics for one question (all None without gold)."""
+    out: dict[str, float | None] = {}
+    has = n_gold > 0
+    for k in ks:
+        out[f"hit@{k}"] = hit_at_k(rel, k) if has else None
+        out[f"recall@{k}"] = recall_at_k(rel, n_gold, k)
+        out[f"ndcg@{k}"] = ndcg_at_k(rel, n_gold, k)
+    out["mrr"] = reciprocal_rank(rel) if has else None
+    return out
+
+
+# --- citations ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CitedPaper:
+    """One cited paper of an answer, as far as the metrics care."""
+
+    number: int
+    is_gold: bool
+    gold_idx: int | None  # which gold entry it matches (for recall)
+    supported: bool  # some sentence citing it is supported by this paper
+
+
+def citation_precision(cited: Sequence[CitedPaper]) -> float | None:
+    """Share of cited papers that are gold or support the sentence citing
+    them; None when nothing was cited."""
+    if not cited:
+        return None
+    return sum(1 for c in cited if c.is_gold or c.supported) / len(cited)
+
+
+def citation_recall(cited: Sequence[CitedPaper], n_gold: int) -> float | None:
+    """Share of gold papers that the answer cites; None without gold."""
+    if n_gold <= 0:
+        return None
+    hit = {c.gold_idx for c in cited if c.gold_idx is not None}
+    return len(hit) / n_gold
+
+
+def cited_supported(number: int, sentences: Sequence[Mapping[str, Any]]) -> bool:
+    """A citation [n] is supported when a sentence carrying [n] is marked
+    supported. (The engine keeps a marker on a supported sentence only when
+    that paper itself supports the claim, so the sentence flag is per paper.)"""
+    return any(
+        number in (s.get("citations") or []) and bool(s.get("supported")) for s in sentences
+    )
+
+
+# --- answer content ----------------------------------------------------------
+
+_DASHES = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2212"), "-")
+
+
+def normalize_text(s: str) -> str:
+    """Case-, width- and dash-insensitive text with collapsed whitespace and
+    no space before % (so "11.3 %" matches "11.3%")."""
+    s = unicodedata.normalize("NFKC", s).translate(_DASHES).casefold()
+    s = re.sub(r"\s+", " ", s)
+    return re.sub(r"\s+%", "%", s).strip()
+
+
+def includes(text: str, item: str) -> bool:
+    """Whether ``text`` contains ``item``; "a|b" means either alternative."""
+    t = normalize_text(text)
+    return any(normalize_text(alt) in t for alt in item.split("|") if alt.strip())
+
+
+def must_include_recall(text: str, must_include: Sequence[str]) -> float | None:
+    if not must_include:
+        return None
+    return sum(includes(text, m) for m in must_include) / len(must_include)
+
+
+def support_rate(supported: Sequence[bool]) -> float | None:
+    """Share of answer sentences marked supported; None for no sentences."""
+    if not supported:
+        return None
+    return sum(1 for s in supported if s) / len(supported)
+
+
+# --- aggregation -------------------------------------------------------------
+
+
+def mean(values: Iterable[float | None]) -> float | None:
+    vals = [float(v) for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def percentile(values: Sequence[float | None], q: float) -> float | None:
+    """Linear-interpolated percentile (numpy's default method), q in [0, 100]."""
+    vals = sorted(float(v) for v in values if v is not None)
+    if not vals:
+        return None
+    pos = (len(vals) - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return vals[lo] + (vals[hi] - vals[lo]) * (pos - lo)
+
+
+def bootstrap_ci(
+    values: Sequence[float | None], *, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0
+) -> tuple[float, float] | None:
+    """Percentile bootstrap CI of the mean; seeded, so reruns give the same
+    interval. None for no values; a single value gives a zero-width interval."""
+    vals = [float(v) for v in values if v is not None]
+    if not vals:
+        return None
+    rng = random.Random(seed)
+    n = len(vals)
+    means = sorted(sum(rng.choices(vals, k=n)) / n for _ in range(n_boot))
+    lo = percentile(means, 100 * alpha / 2)
+    hi = percentile(means, 100 * (1 - alpha / 2))
+    assert lo is not None and hi is not None
+    return lo, hi
+
+
+def summarize_metric(
+    values: Sequence[float | None], *, n_boot: int = 1000, seed: int = 0
+) -> dict[str, Any]:
+    """Mean, count and 95% bootstrap CI of one metric."""
+    vals = [v for v in values if v is not None]
+    ci = bootstrap_ci(vals, n_boot=n_boot, seed=seed)
+    return {
+        "mean": mean(vals),
+        "n": len(vals),
+        "ci95": list(ci) if ci else None,
+    }
+
+
+def summarize_latency(values: Sequence[float | None]) -> dict[str, Any]:
+    vals = [v for v in values if v is not None]
+    return {
+        "n": len(vals),
+        "mean": mean(vals),
+        "p50": percentile(vals, 50),
+        "p95": percentile(vals, 95),
+        "max": max(vals) if vals else None,
+    }
+
+
+LATENCY_KEYS: tuple[str, ...] = ("retrieval_ms", "ttft_ms", "total_ms", "search_ms")
+
+
+def aggregate(
+    records: Sequence[Mapping[str, Any]],
+    metric_names: Sequence[str],
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Summary of per-question records (``{"id", "type", "metrics": {...},
+    "timings": {...}}``): overall and per-type metric means with CIs,
+    latency percentiles and decline rates."""
+
+    def block(recs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        return {
+            name: summarize_metric(
+                [r["metrics"].get(name) for r in recs], n_boot=n_boot, seed=seed
+            )
+            for name in metric_names
+        }
+
+    types = sorted({r["type"] for r in records})
+    return {
+        "n_questions": len(records),
+        "n_by_type": {t: sum(1 for r in records if r["type"] == t) for t in types},
+        "overall": block(records),
+        "by_type": {t: block([r for r in records if r["type"] == t]) for t in types},
+        "latency_ms": {
+            key: summarize_latency([(r.get("timings") or {}).get(key) for r in records])
+            for key in LATENCY_KEYS
+        },
+    }
+
+
+# --- one question ------------------------------------------------------------
+
+
+def provs_of(paper: Mapping[str, Any]) -> list[ProvLike]:
+    """(path, ordinal) pairs of a ``Paper.to_dict()``."""
+    return [(p["path"], int(p["ordinal"])) for p in paper.get("provenance") or []]
+
+
+def score_question(
+    *,
+    qtype: str,
+    gold: Sequence[GoldRef],
+    must_include: Sequence[str],
+    ranked_papers: Sequence[Mapping[str, Any]],
+    answer: Mapping[str, Any] | None,
+    k: int,
+    ks: Sequence[int] = (1, 3, 5, 10),
+) -> dict[str, Any]:
+    """Every metric of one question from plain dicts.
+
+    ``ranked_papers``: ``Paper.to_dict()`` of the search results, best first.
+    ``answer``: ``Answer.to_dict()``, or None for a retrieval-only run.
+    ``k``: the engine's top_k (the "@k" the headline numbers use).
+    Returns ``{"metrics": {...}, "relevance": [...], "cited": [...]}``.
+    """
+    answerable = qtype != "unanswerable"
+    rel = relevance_vector([provs_of(p) for p in ranked_papers], gold)
+    ks_all = sorted({*ks, k})
+    m: dict[str, Any] = retrieval_metrics(rel, len(gold), ks_all)
+    m["hit@k"] = m[f"hit@{k}"]
+    m["recall@k"] = m[f"recall@{k}"]
+    m["ndcg@k"] = m[f"ndcg@{k}"]
+    m["first_gold_rank"] = first_gold_rank(rel)
+    cited_out: list[dict[str, Any]] = []
+    if answer is None:
+        m["retrieval_pass"] = m["hit@k"]
+        m["pass"] = m["hit@k"]
+        return {"metrics": m, "relevance": rel, "cited": cited_out}
+
+    sentences = answer.get("sentences") or []
+    cited: list[CitedPaper] = []
+    for c in answer.get("citations") or []:
+        paper = c["paper"]
+        gi = gold_index(provs_of(paper), gold)
+        cp = CitedPaper(
+            number=int(c["number"]),
+            is_gold=gi is not None,
+            gold_idx=gi,
+            supported=cited_supported(int(c["number"]), sentences),
+        )
+        cited.append(cp)
+        cited_out.append(
+            {"number": cp.number, "paper_id": paper.get("paper_id"), "title": paper.get("title"),
+             "gold": cp.is_gold, "supported": cp.supported}
+        )
+    declined = bool(answer.get("declined"))
+    m["declined"] = 1.0 if declined else 0.0
+    m["correct_decline"] = None if answerable else m["declined"]
+    m["wrong_decline"] = m["declined"] if answerable else None
+    m["citation_precision"] = citation_precision(cited)
+    m["citation_recall"] = citation_recall(cited, len(gold)) if answerable else None
+    m["must_include_recall"] = must_include_recall(answer.get("answer") or "", must_include)
+    m["support_rate"] = support_rate([bool(s.get("supported")) for s in sentences])
+    m["n_citations"] = len(cited)
+    m["retrieval_pass"] = m["hit@k"]
+    m["pass"] = 1.0 if answer_passes(answerable, declined, m) else 0.0
+    return {"metrics": m, "relevance": rel, "cited": cited_out}
+
+
+def answer_passes(answerable: bool, declined: bool, m: Mapping[str, Any]) -> bool:
+    """Pass/fail of one answer, for the report tables and ``eval compare``:
+    an unanswerable question passes iff declined; an answerable one passes iff
+    it was answered, cites at least one gold paper (when it has gold) and
+    contains every must-include string."""
+    if not answerable:
+        return declined
+    if declined:
+        return False
+    if m.get("citation_recall") is not None and m["citation_recall"] <= 0:
+        return False
+    return m.get("must_include_recall") in (None, 1.0)
+
+
+# Metrics the summary aggregates, in report order.
+RETRIEVAL_METRICS: tuple[str, ...] = ("hit@1", "hit@k", "recall@k", "mrr", "ndcg@k")
+ANSWER_METRICS: tuple[str, ...] = (
+    "citation_precision", "citation_recall", "must_include_recall", "support_rate",
+    "correct_decline", "wrong_decline",
+)

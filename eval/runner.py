@@ -1,0 +1,248 @@
+"""Running a question set through the engine and writing a run folder.
+
+A run folder holds ``results.jsonl`` (one record per question, appended as
+each finishes so an interrupted run keeps its work), ``summary.json``,
+``report.md`` and PNG plots (see eval.report). Per question the runner does
+one ``engine.search(q, k=search_k)`` (the retrieval metrics, timed without
+the LLM) and, unless retrieval-only, one ``engine.ask(q)`` (answer metrics;
+latency from ``Answer.timings``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from eval import metrics as M
+from eval.dataset import Question, file_sha256
+
+SEARCH_K = 10  # depth of the search list the retrieval metrics read
+KS: tuple[int, ...] = (1, 3, 5, 10)
+DEFAULT_RUNS_DIR = Path(__file__).resolve().parent / "runs"
+
+
+@dataclass
+class RunConfig:
+    set_path: Path | None
+    use_llm: bool = True
+    label: str = ""
+    search_k: int = SEARCH_K
+    overrides: dict[str, Any] = field(default_factory=dict)
+    extra_corpus: list[str] = field(default_factory=list)
+    n_boot: int = 1000
+    seed: int = 0
+
+
+def default_run_dir(label: str = "", root: Path = DEFAULT_RUNS_DIR) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return root / (f"{stamp}-{label}" if label else stamp)
+
+
+def slim_paper(p: dict[str, Any]) -> dict[str, Any]:
+    """A paper dict without the abstract (results stay small and readable)."""
+    return {
+        "paper_id": p.get("paper_id"),
+        "title": p.get("display_title") or p.get("title"),
+        "provenance": [
+            {"path": v["path"], "ordinal": v["ordinal"]} for v in p.get("provenance") or []
+        ],
+    }
+
+
+def _slim_answer(ans: dict[str, Any]) -> dict[str, Any]:
+    out = dict(ans)
+    out["retrieved"] = [
+        {"rank": h["rank"], "score": h["score"], "paper_id": h["paper"]["paper_id"]}
+        for h in ans.get("retrieved") or []
+    ]
+    out["citations"] = [
+        {"number": c["number"], "score": c["score"], "snippet": c["snippet"],
+         "paper": slim_paper(c["paper"])}
+        for c in ans.get("citations") or []
+    ]
+    return out
+
+
+def failed_answer(question: str, error: str) -> dict[str, Any]:
+    """What a question whose ask() raised scores as: answered with nothing."""
+    return {"question": question, "answer": "", "declined": False, "decline_reason": None,
+            "citations": [], "sentences": [], "retrieved": [], "error": error,
+            "timings": {"retrieval_ms": None, "ttft_ms": None, "total_ms": None}}
+
+
+def evaluate_question(engine: Any, q: Question, *, use_llm: bool, search_k: int,
+                      k: int) -> dict[str, Any]:
+    """Search (+ ask) one question and score it; returns the results.jsonl record."""
+    from rag.errors import AqaError
+
+    t0 = time.perf_counter()
+    hits = engine.search(q.question, k=search_k)
+    search_ms = (time.perf_counter() - t0) * 1000
+    ranked = [h.paper.to_dict() for h in hits]
+    answer: dict[str, Any] | None = None
+    timings: dict[str, Any] = {"search_ms": round(search_ms, 2)}
+    error = None
+    if use_llm:
+        try:
+            answer = engine.ask(q.question).to_dict()
+        except AqaError as e:  # an LLM failure is a failed answer, not a crashed run
+            error = str(e)
+            answer = failed_answer(q.question, error)
+        timings.update(answer["timings"])
+    else:
+        timings.update(retrieval_ms=round(search_ms, 2), ttft_ms=None, total_ms=None)
+    scored = M.score_question(
+        qtype=q.type, gold=q.gold, must_include=q.must_include, ranked_papers=ranked,
+        answer=answer, k=k, ks=KS,
+    )
+    fd = floor_declines(hits[:k], engine.settings)
+    scored["metrics"]["floor_correct_decline"] = None if q.answerable else float(fd)
+    scored["metrics"]["floor_wrong_decline"] = float(fd) if q.answerable else None
+    return {
+        **q.to_dict(),
+        "retrieved": [
+            {"rank": h.rank, "score": h.score, "gold": rel is not None, **slim_paper(p)}
+            for h, p, rel in zip(hits, ranked, scored["relevance"], strict=True)
+        ],
+        "answer": _slim_answer(answer) if answer else None,
+        "cited": scored["cited"],
+        "metrics": scored["metrics"],
+        "timings": timings,
+        "error": error,
+    }
+
+
+def floor_declines(hits: Sequence[Any], settings: Any) -> bool:
+    """Whether ask() would decline before calling the LLM, by the engine's
+    rule in rag/answer.py: no hit, or (unless BM25-only) the best dense
+    cosine among the top-k papers is below ``relevance_floor``. Lets a
+    retrieval-only run (and the ablation) measure the floor without an LLM."""
+    if not hits:
+        return True
+    top_dense = max((h.dense_score or 0.0 for h in hits), default=0.0)
+    return settings.retriever != "bm25" and top_dense < settings.relevance_floor
+
+
+def metric_names(use_llm: bool) -> list[str]:
+    names = [*M.RETRIEVAL_METRICS, "hit@3", "hit@10", "recall@10", "ndcg@10",
+             "floor_correct_decline", "floor_wrong_decline"]
+    if use_llm:
+        names += [*M.ANSWER_METRICS, "pass"]
+    else:
+        names += ["pass"]
+    return list(dict.fromkeys(names))
+
+
+def summarize(records: Sequence[dict[str, Any]], *, use_llm: bool, k: int,
+              n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+    s = M.aggregate(records, metric_names(use_llm), n_boot=n_boot, seed=seed)
+    s["k"] = k
+    s["use_llm"] = use_llm
+    s["n_errors"] = sum(1 for r in records if r.get("error"))
+    s["failed_ids"] = [r["id"] for r in records if not r["metrics"].get("pass")]
+    return s
+
+
+def run_eval(
+    engine: Any,
+    questions: Sequence[Question],
+    cfg: RunConfig,
+    out_dir: Path,
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run every question, write the run folder, return the summary."""
+    from eval.report import write_report
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    k = int(engine.settings.top_k)
+    say = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    results_path = out_dir / "results.jsonl"
+    records: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    with results_path.open("w", encoding="utf-8") as f:
+        for i, q in enumerate(questions, 1):
+            rec = evaluate_question(engine, q, use_llm=cfg.use_llm, search_k=cfg.search_k, k=k)
+            records.append(rec)
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            f.flush()
+            mark = "ok " if rec["metrics"].get("pass") else "FAIL"
+            say(f"[{i}/{len(questions)}] {mark} {q.id} ({q.type}) "
+                f"{rec['timings'].get('total_ms') or rec['timings']['search_ms']:.0f} ms")
+    summary = summarize(records, use_llm=cfg.use_llm, k=k, n_boot=cfg.n_boot, seed=cfg.seed)
+    summary["run"] = run_metadata(engine, cfg, time.perf_counter() - t0)
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    write_report(out_dir, summary, records)
+    return summary
+
+
+def run_metadata(engine: Any, cfg: RunConfig, seconds: float) -> dict[str, Any]:
+    s = engine.settings
+    try:
+        st = engine.status().to_dict()
+    except Exception as e:  # status is informative only
+        st = {"error": str(e)}
+    keys = ("retriever", "dense_weight", "relevance_floor", "chunk_tokens", "chunk_overlap",
+            "top_k", "candidate_k", "embed_provider", "llm_provider", "local_model",
+            "support_threshold", "data_dir")
+    return {
+        "label": cfg.label,
+        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "seconds": round(seconds, 2),
+        "set": str(cfg.set_path) if cfg.set_path else None,
+        "set_sha256": file_sha256(cfg.set_path) if cfg.set_path else None,
+        "extra_corpus": list(cfg.extra_corpus),
+        "overrides": {k: str(v) for k, v in cfg.overrides.items()},
+        "settings": {k: str(getattr(s, k, None)) for k in keys},
+        "corpus": st,
+        "argv": sys.argv,
+    }
+
+
+def load_run(run_dir: Path | str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(summary, records) of a finished run folder."""
+    run_dir = Path(run_dir)
+    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    records = [
+        json.loads(line)
+        for line in (run_dir / "results.jsonl").read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
+    return summary, records
+
+
+# --- engine set-up for eval commands -------------------------------------------
+
+
+def eval_data_dir(base: Path, corpus: Sequence[Path | str]) -> Path:
+    """Eval indexes live apart from the user's own index (ingest here prunes):
+    ``<data_dir>/eval`` for the bundled corpus, ``eval-<hash>`` otherwise."""
+    from rag.config import BUNDLED_CORPUS
+
+    paths = [str(Path(p).resolve()) for p in corpus]
+    if paths == [str(BUNDLED_CORPUS.resolve())]:
+        return Path(base) / "eval"
+    import hashlib
+
+    h = hashlib.sha1("\n".join(sorted(paths)).encode()).hexdigest()[:8]
+    return Path(base) / f"eval-{h}"
+
+
+def build_engine(overrides: dict[str, Any], *, llm: Any = None, embed_model: Any = None) -> Any:
+    """``rag.Engine(Settings(**overrides))``; explicit overrides beat env/.env."""
+    from rag.config import Settings
+    from rag.engine import Engine
+
+    return Engine(Settings(**overrides), llm=llm, embed_model=embed_model)
+
+
+def prepare_corpus(engine: Any, corpus: Sequence[Path | str], *, progress: bool = False) -> Any:
+    """Make the engine's index hold exactly ``corpus`` (idempotent: unchanged
+    papers cost nothing; papers from an earlier, different corpus are pruned)."""
+    return engine.ingest(list(corpus), prune=True, progress=progress)

@@ -1,0 +1,35 @@
+"""abstracts-qa engine: grounded, cited question answering over paper abstracts.
+
+Import ``rag.Engine``; it is the one API the CLI, the UI and the evals call.
+"""
+
+from rag.config import setup_offline_env
+
+setup_offline_env()
+
+from rag.config import Settings, get_settings  # noqa: E402
+from rag.engine import Engine  # noqa: E402
+from rag.errors import AqaError, CorpusError, LLMError  # noqa: E402
+from rag.types import (  # noqa: E402
+    Answer,
+    Citation,
+    Comparison,
+    CompareCell,
+    CorpusStatus,
+    Filters,
+    IngestReport,
+    Paper,
+    Passage,
+    Provenance,
+    SearchHit,
+    SentenceSupport,
+    StreamEvent,
+    Timings,
+)
+
+__all__ = [
+    "AqaError", "Answer", "Citation", "Comparison", "CompareCell", "CorpusError",
+    "CorpusStatus", "Engine", "Filters", "IngestReport", "LLMError", "Paper", "Passage",
+    "Provenance", "SearchHit", "SentenceSupport", "Settings", "StreamEvent", "Timings",
+    "get_settings",
+]

@@ -1,0 +1,197 @@
+"""Grounded answers: build a short prompt from the best passages, stream the
+LLM's reply, then validate citations, attribute sentences and decide in code
+whether to decline.
+
+Declining is decided from the evidence, not left to the model: no passage
+above the relevance floor, a model that says the excerpts lack the answer, or
+an answer whose core (most of its sentences) is unsupported by the retrieved
+abstracts all lead to a decline that names the nearest papers.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator, Sequence
+
+from rag.attribution import NOT_FOUND, Attributor, split_sentences
+from rag.config import Settings
+from rag.llm import LLM
+from rag.prompts import render
+from rag.retrieve import HybridRetriever
+from rag.types import Answer, Citation, Filters, SearchHit, SentenceSupport, StreamEvent, Timings
+
+History = Sequence[dict]
+_DEPENDENT = re.compile(
+    r"\b(it|its|they|them|their|this|that|these|those|former|latter|above|same|"
+    r"the (?:first|second|third|last|other) (?:one|paper|method)?|the paper|the method|"
+    r"the approach|both|each of them)\b",
+    re.IGNORECASE,
+)
+
+
+def needs_condensing(question: str, history: History) -> bool:
+    return bool(history) and (bool(_DEPENDENT.search(question)) or len(question.split()) < 5)
+
+
+def context_block(hits: list[SearchHit], max_passages: int) -> str:
+    """Numbered excerpts, one block per paper ([n] = hits[n-1]); only the best
+    passages go in, because prompt length sets the local model's wait."""
+    lines = []
+    budget = max_passages
+    for n, h in enumerate(hits, 1):
+        if budget <= 0:
+            break
+        take = h.passages[: max(1, min(len(h.passages), budget))]
+        budget -= len(take)
+        text = " … ".join(p.text for p in take)
+        lines.append(f"[{n}] {h.paper.title}: {text}")
+    return "\n".join(lines)
+
+
+class Answerer:
+    def __init__(
+        self,
+        settings: Settings,
+        retriever: HybridRetriever,
+        llm_factory,
+        attributor: Attributor,
+    ) -> None:
+        self.settings = settings
+        self.retriever = retriever
+        self._llm_factory = llm_factory
+        self.attributor = attributor
+
+    @property
+    def llm(self) -> LLM:
+        return self._llm_factory()
+
+    def condense(self, question: str, history: History) -> str:
+        if not needs_condensing(question, history):
+            return question
+        turns = "\n".join(
+            f"{m['role']}: {m['content'][:400]}" for m in list(history)[-4:] if m.get("content")
+        )
+        prompt = render("condense", history=turns, question=question)
+        out = "".join(
+            self.llm.stream_chat(
+                [{"role": "user", "content": prompt}], max_tokens=60, temperature=0.0
+            )
+        ).strip()
+        out = out.splitlines()[0].strip().strip('"') if out else ""
+        return out if len(out) > 5 else question
+
+    def stream(
+        self,
+        question: str,
+        *,
+        history: History = (),
+        k: int | None = None,
+        filters: Filters | None = None,
+    ) -> Iterator[StreamEvent]:
+        s = self.settings
+        t0 = time.perf_counter()
+        standalone = self.condense(question, history)
+        yield StreamEvent("status", "Searching the abstracts…")
+        hits = self.retriever.search(standalone, k=k or s.top_k, filters=filters)
+        t_ret = (time.perf_counter() - t0) * 1000
+        timings = Timings(retrieval_ms=round(t_ret, 1))
+
+        def finish(text: str, sentences, citations, declined, reason, model) -> Answer:
+            timings.total_ms = round((time.perf_counter() - t0) * 1000, 1)
+            return Answer(
+                question=question,
+                standalone_question=standalone,
+                text=text,
+                sentences=sentences,
+                citations=citations,
+                retrieved=hits,
+                declined=declined,
+                decline_reason=reason,
+                model=model,
+                timings=timings,
+            )
+
+        top_dense = max((h.dense_score or 0.0 for h in hits), default=0.0)
+        if not hits or (s.retriever != "bm25" and top_dense < s.relevance_floor):
+            reason = "No indexed abstract is close enough to the question."
+            yield StreamEvent("answer", answer=finish(
+                decline_text(hits, reason), [], [], True, reason, "none"))
+            return
+
+        llm = self.llm
+        messages = [
+            {"role": "system", "content": render("answer_system")},
+            {
+                "role": "user",
+                "content": render(
+                    "answer_user",
+                    context=context_block(hits, s.context_passages),
+                    question=standalone,
+                ),
+            },
+        ]
+        yield StreamEvent("status", "Reading the best passages…")
+        raw = []
+        for piece in llm.stream_chat(messages, max_tokens=s.max_tokens, temperature=s.temperature):
+            if timings.ttft_ms is None:
+                timings.ttft_ms = round((time.perf_counter() - t0) * 1000, 1)
+            raw.append(piece)
+            yield StreamEvent("token", piece)
+        answer = self.check("".join(raw), hits, standalone)
+        yield StreamEvent("answer", answer=finish(*answer, llm.name))
+
+    def check(self, raw: str, hits: list[SearchHit], question: str):
+        """Validate and attribute a raw model answer. Returns
+        (text, sentences, citations, declined, reason)."""
+        s = self.settings
+        raw = raw.strip()
+        first = split_sentences(raw)[:1]
+        if not raw or (first and NOT_FOUND.search(first[0])):
+            reason = "The retrieved abstracts do not state this."
+            return decline_text(hits, reason), [], [], True, reason
+        attrs = self.attributor.attribute(raw, hits, question)
+        content = [a for a in attrs if a.cited_ids or not a.sentence.supported or a.sentence.support < 1.0]
+        supported = [a for a in content if a.sentence.supported]
+        if content and len(supported) / len(content) < s.min_supported_share:
+            reason = (
+                "The model's answer is not supported by the retrieved abstracts "
+                f"({len(supported)} of {len(content)} sentences supported)."
+            )
+            return decline_text(hits, reason), [a.sentence for a in attrs], [], True, reason
+
+        # Renumber: [n] in the final text counts cited papers in order of first use.
+        order: dict[int, int] = {}
+        for a in attrs:
+            for c in a.sentence.citations:
+                order.setdefault(c, len(order) + 1)
+        sentences: list[SentenceSupport] = []
+        best: dict[int, tuple[float, str]] = {}
+        parts: list[str] = []
+        for a in attrs:
+            ss = a.sentence
+            nums = [order[c] for c in ss.citations]
+            for c in ss.citations:
+                if ss.supported and (c not in best or ss.support > best[c][0]):
+                    best[c] = (ss.support, ss.evidence or "")
+            ss.citations = nums
+            sentences.append(ss)
+            marks = "".join(f"[{n}]" for n in nums)
+            flag = "" if ss.supported else " (unsupported)"
+            parts.append(f"{ss.text}{' ' + marks if marks else ''}{flag}")
+        citations = []
+        for hit_n, num in sorted(order.items(), key=lambda kv: kv[1]):
+            h = hits[hit_n - 1]
+            score, ev = best.get(hit_n, (0.0, h.snippet))
+            citations.append(Citation(number=num, paper=h.paper, snippet=ev or h.snippet, score=score))
+        return " ".join(parts), sentences, citations, False, None
+
+
+def decline_text(hits: list[SearchHit], reason: str) -> str:
+    if not hits:
+        return f"I can't answer that from the indexed abstracts. {reason}"
+    names = "; ".join(h.paper.display_title for h in hits[:3])
+    return (
+        f"I can't answer that from the indexed abstracts. {reason} "
+        f"The nearest papers are: {names}."
+    )

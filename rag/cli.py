@@ -1,0 +1,262 @@
+"""The ``aqa`` command line: ingest, search, ask, compare, papers, status,
+serve (the Gradio app), and the eval/bench commands from ``eval.cli``.
+
+Every command is a thin call into ``rag.Engine``; ``--json`` prints the
+engine's own ``to_dict()`` structures (schema in README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+from rag.config import Settings, get_settings
+from rag.errors import AqaError
+from rag.types import Answer, Comparison, Filters, SearchHit
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    base = get_settings()
+    over = {}
+    if getattr(args, "data_dir", None):
+        over["data_dir"] = Path(args.data_dir)
+    if getattr(args, "mode", None):
+        over["retriever"] = args.mode
+    return base.model_copy(update=over) if over else base
+
+
+def _engine(args: argparse.Namespace):
+    from rag.engine import Engine
+
+    return Engine(_settings(args))
+
+
+def _filters(args: argparse.Namespace) -> Filters | None:
+    f = Filters(
+        sources=args.source or None,
+        venues=args.venue or None,
+        years=args.year or None,
+        paper_ids=args.paper or None,
+    )
+    return None if f.is_empty() else f
+
+
+def _emit(obj: dict) -> None:
+    print(json.dumps(obj, ensure_ascii=False))
+
+
+def _batch(path: str | None, single: str | None) -> Iterable[str]:
+    if path:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        return [ln.strip() for ln in lines if ln.strip()]
+    if not single:
+        raise AqaError("Give a question, or --batch FILE with one question per line.")
+    return [single]
+
+
+def _print_hits(hits: list[SearchHit]) -> None:
+    if not hits:
+        print("No matching papers.")
+    for h in hits:
+        p = h.paper
+        print(f"{h.rank}. {p.display_title}  [{p.paper_id}]  score={h.score:.3f}")
+        if p.authors:
+            print(f"   {', '.join(p.authors[:6])}{' et al.' if len(p.authors) > 6 else ''}")
+        if p.url:
+            print(f"   {p.url}")
+        print(f"   “{h.snippet[:240]}”")
+
+
+def _print_answer(a: Answer) -> None:
+    print(a.text)
+    if a.declined:
+        return
+    print("\nSources:")
+    for c in a.citations:
+        p = c.paper
+        prov = p.provenance[0] if p.provenance else None
+        where = f"{prov.path}#{prov.ordinal} (line {prov.line})" if prov else ""
+        print(f"[{c.number}] {p.display_title} — {where} support={c.score:.2f}")
+        if p.authors:
+            print(f"    {', '.join(p.authors[:6])}")
+        if p.url:
+            print(f"    {p.url}")
+        print(f"    “{c.snippet[:240]}”")
+    t = a.timings
+    ttft = f"{t.ttft_ms / 1000:.1f}s" if t.ttft_ms else "-"
+    print(f"\n({a.model}; retrieval {t.retrieval_ms:.0f} ms, first token {ttft}, "
+          f"total {t.total_ms / 1000:.1f}s)")
+
+
+def _print_comparison(c: Comparison) -> None:
+    from rag.types import ASPECT_LABELS
+
+    for n, p in enumerate(c.papers, 1):
+        print(f"[{n}] {p.display_title} ({p.paper_id})")
+        for aspect, label in ASPECT_LABELS.items():
+            cell = c.cells[p.paper_id][aspect]
+            print(f"    {label}: {cell.text if cell.stated else 'not stated'}")
+    print(f"\nSynthesis: {c.synthesis}")
+
+
+def cmd_ingest(args):
+    eng = _engine(args)
+    rep = eng.ingest(args.paths or None, prune=args.prune, rebuild=args.rebuild,
+                     progress=not args.json)
+    if args.json:
+        _emit(rep.to_dict())
+    else:
+        print(f"Indexed {rep.papers_total} papers in {eng.settings.data_dir} "
+              f"({rep.papers_added} added, {rep.papers_updated} updated, "
+              f"{rep.papers_unchanged} unchanged, {rep.papers_pruned} pruned, "
+              f"{rep.duplicates_merged} duplicates merged; {rep.chunks_embedded} chunks embedded, "
+              f"{rep.embeddings_cached} from cache) in {rep.seconds:.1f}s")
+        for e in rep.errors:
+            print(f"warning: {e}", file=sys.stderr)
+    return 1 if rep.errors and not rep.papers_total else 0
+
+
+def cmd_search(args):
+    eng = _engine(args)
+    for q in _batch(args.batch, args.query):
+        hits = eng.search(q, k=args.k, filters=_filters(args))
+        if args.json or args.batch:
+            _emit({"query": q, "results": [h.to_dict() for h in hits]})
+        else:
+            _print_hits(hits)
+
+
+def cmd_ask(args):
+    eng = _engine(args)
+    for q in _batch(args.batch, args.question):
+        if args.json or args.batch:
+            _emit(eng.ask(q, k=args.k, filters=_filters(args)).to_dict())
+            continue
+        answer = None
+        for ev in eng.ask_stream(q, k=args.k, filters=_filters(args)):
+            if ev.kind == "token":
+                print(ev.text, end="", flush=True, file=sys.stderr)
+            elif ev.kind == "answer":
+                answer = ev.answer
+        print(file=sys.stderr)
+        _print_answer(answer)
+
+
+def cmd_compare(args):
+    eng = _engine(args)
+    c = eng.compare(args.papers or None, query=args.query)
+    _emit(c.to_dict()) if args.json else _print_comparison(c)
+
+
+def cmd_papers(args):
+    eng = _engine(args)
+    papers = eng.papers(args.query, limit=args.limit, filters=_filters(args))
+    if args.json:
+        for p in papers:
+            _emit(p.to_dict())
+        return
+    for p in papers:
+        print(f"{p.paper_id}\t{p.display_title}\t{p.source}")
+
+
+def cmd_status(args):
+    st = _engine(args).status()
+    if args.json:
+        _emit(st.to_dict())
+    else:
+        for k, v in st.to_dict().items():
+            print(f"{k}: {v}")
+
+
+def cmd_serve(args):
+    from ui.app import serve
+
+    settings = _settings(args)
+    over = {k: v for k, v in (("host", args.host), ("port", args.port)) if v}
+    settings = settings.model_copy(update=over)
+    from rag.engine import Engine
+
+    eng = Engine(settings)
+    if eng.status().papers == 0 or args.ingest:
+        print("Indexing the corpus (first run embeds every abstract once)…", flush=True)
+        rep = eng.ingest(progress=True)
+        print(f"Indexed {rep.papers_total} papers.", flush=True)
+    serve(settings, engine=eng)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--data-dir", help="index location (default: AQA_DATA_DIR or .aqa)")
+    common.add_argument("--json", action="store_true", help="machine-readable JSON output")
+
+    filt = argparse.ArgumentParser(add_help=False)
+    filt.add_argument("-k", type=int, default=None, help="papers to retrieve")
+    filt.add_argument("--source", action="append", help="only this source (repeatable)")
+    filt.add_argument("--venue", action="append", help="only this venue (repeatable)")
+    filt.add_argument("--year", action="append", type=int, help="only this year (repeatable)")
+    filt.add_argument("--paper", action="append", help="only this paper id (repeatable)")
+    filt.add_argument("--mode", choices=["hybrid", "dense", "bm25"], help="retriever")
+    filt.add_argument("--batch", help="file with one query per line; prints JSON Lines")
+
+    p = argparse.ArgumentParser(prog="aqa", description="Question answering over paper abstracts")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("ingest", parents=[common], help="index abstracts (default: bundled corpus)")
+    s.add_argument("paths", nargs="*", help="files or folders (seed .txt, .jsonl, .json, .csv, PMLR _posts)")
+    s.add_argument("--prune", action="store_true", help="remove papers not in PATHS")
+    s.add_argument("--rebuild", action="store_true", help="drop the index and rebuild it")
+    s.set_defaults(fn=cmd_ingest)
+
+    s = sub.add_parser("search", parents=[common, filt], help="hybrid search, no LLM")
+    s.add_argument("query", nargs="?")
+    s.set_defaults(fn=cmd_search)
+
+    s = sub.add_parser("ask", parents=[common, filt], help="a cited answer")
+    s.add_argument("question", nargs="?")
+    s.set_defaults(fn=cmd_ask)
+
+    s = sub.add_parser("compare", parents=[common], help="compare 2-4 papers side by side")
+    s.add_argument("papers", nargs="*", help="paper ids, labels or titles")
+    s.add_argument("--query", help="select the papers by a query instead")
+    s.set_defaults(fn=cmd_compare)
+
+    s = sub.add_parser("papers", parents=[common, filt], help="list or find papers")
+    s.add_argument("query", nargs="?")
+    s.add_argument("--limit", type=int)
+    s.set_defaults(fn=cmd_papers)
+
+    s = sub.add_parser("status", parents=[common], help="what is indexed")
+    s.set_defaults(fn=cmd_status)
+
+    s = sub.add_parser("serve", parents=[common], help="the Gradio app")
+    s.add_argument("--host")
+    s.add_argument("--port", type=int)
+    s.add_argument("--ingest", action="store_true", help="(re)ingest the corpus first")
+    s.set_defaults(fn=cmd_serve)
+
+    try:
+        from eval.cli import register
+    except ImportError:  # eval suite not installed
+        register = None
+    if register:
+        register(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.fn(args) or 0)
+    except AqaError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

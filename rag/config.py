@@ -1,0 +1,118 @@
+"""Settings: the one settings object (pydantic-settings), read from the
+environment and ``.env``, plus the offline-safe process environment.
+
+Every field is documented in ``.env.example``. Env names are the upper-case
+field names prefixed ``AQA_`` except the standard OpenAI ones.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PROMPTS_DIR = REPO_ROOT / "prompts"
+BUNDLED_CORPUS = REPO_ROOT / "data" / "icml2025"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="AQA_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+    )
+
+    # --- storage ---
+    data_dir: Path = Path(".aqa")
+    collection: str = "abstracts"
+    chroma_host: str | None = None
+    chroma_port: int = 8000
+
+    # --- corpus / chunking ---
+    corpus_paths: list[Path] = Field(default_factory=lambda: [BUNDLED_CORPUS])
+    chunk_tokens: int = 128
+    chunk_overlap: int = 24
+    dedup_threshold: float = 0.6
+
+    # --- embeddings ---
+    embed_provider: Literal["minilm", "wordllama", "openai"] = "minilm"
+    embed_model: str = "text-embedding-3-small"  # only for embed_provider=openai
+    embed_batch_size: int = 32
+
+    # --- retrieval ---
+    top_k: int = 5
+    candidate_k: int = 30
+    retriever: Literal["hybrid", "dense", "bm25"] = "hybrid"
+    dense_weight: float = 0.7
+    relevance_floor: float = 0.25
+    passages_per_paper: int = 2
+    context_passages: int = 4
+
+    # --- LLM ---
+    llm_provider: Literal["auto", "local", "openai"] = "auto"
+    local_model: Literal["qwen2.5-1.5b", "smollm2-135m"] = "qwen2.5-1.5b"
+    local_model_path: Path | None = None
+    model_cache_dir: Path = Path.home() / ".cache" / "abstracts-qa"
+    llm_context: int = 4096
+    llm_threads: int = 2
+    max_tokens: int = 320
+    temperature: float = 0.1
+    openai_api_key: str | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_API_KEY", "AQA_OPENAI_API_KEY")
+    )
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_BASE_URL", "AQA_OPENAI_BASE_URL")
+    )
+    openai_model: str = "gpt-4o-mini"
+    llm_timeout: float = 60.0
+    llm_retries: int = 2
+
+    # --- answer checking ---
+    support_threshold: float = 0.45
+    min_supported_share: float = 0.5
+
+    # --- UI ---
+    host: str = "127.0.0.1"
+    port: int = 7860
+    auth_user: str | None = None
+    auth_password: str | None = None
+
+    @property
+    def resolved_llm_provider(self) -> str:
+        if self.llm_provider != "auto":
+            return self.llm_provider
+        return "openai" if (self.openai_api_key or self.openai_base_url) else "local"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()
+
+
+def setup_offline_env() -> None:
+    """Make every library we import offline-safe before it is imported.
+
+    tiktoken would download its BPE files; point it at the copy bundled in
+    llama-index-core. HF hub and Chroma telemetry must never phone home, and
+    numpy/torch threads would fight over 2 cores.
+    """
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+    os.environ.setdefault("CHROMA_TELEMETRY", "False")
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    if "TIKTOKEN_CACHE_DIR" not in os.environ:
+        import importlib.util
+
+        spec = importlib.util.find_spec("llama_index.core")
+        if spec and spec.origin:
+            cache = Path(spec.origin).parent / "_static" / "tiktoken_cache"
+            if cache.is_dir():
+                os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)

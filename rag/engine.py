@@ -1,0 +1,255 @@
+"""Engine: the one API that the CLI, the Gradio UI and the evals call.
+
+It wires corpus loading, the index, hybrid retrieval, the LLM and answer
+checking together; models load lazily, once, on first use.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from rag.answer import Answerer
+from rag.attribution import Attributor
+from rag.compare import extract_cells, synthesis_notes
+from rag.config import Settings, get_settings
+from rag.corpus import provenance_id
+from rag.embed import CachedEmbedder, EmbeddingCache, embed_model_name, make_embed_model
+from rag.errors import AqaError, EmptyIndexError, LLMError, PaperNotFoundError
+from rag.index import VectorIndex
+from rag.llm import LLM, make_llm
+from rag.prompts import render
+from rag.retrieve import HybridRetriever
+from rag.types import (
+    Answer,
+    Comparison,
+    CorpusStatus,
+    Filters,
+    IngestReport,
+    Paper,
+    SearchHit,
+    StreamEvent,
+    Timings,
+)
+
+History = Sequence[dict]  # [{"role": "user"|"assistant", "content": str}, ...]
+
+
+class Engine:
+    """Usage::
+
+        eng = Engine()                 # settings from env/.env
+        eng.ingest()                   # bundled corpus; idempotent
+        hits = eng.search("prompt injection defenses", k=5)
+        ans = eng.ask("Which papers defend agents against prompt injection?")
+        for ev in eng.ask_stream(q, history=[...]): ...
+        cmp = eng.compare(["ShieldAgent", "paper-id-2"])
+    """
+
+    def __init__(self, settings: Settings | None = None, *, llm: LLM | None = None,
+                 embed_model=None) -> None:
+        """``llm``: an object with the ``rag.llm.LLM`` protocol (tests pass a
+        fake); ``None`` builds the configured one lazily on first use."""
+        self.settings = settings or get_settings()
+        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self._llm = llm
+        self._embed_model = embed_model
+        self._embedder: CachedEmbedder | None = None
+        self._lock = threading.Lock()
+        # A model passed in (tests, benchmarks) is recorded under its own name.
+        self.embed_name = embed_model.model_name if embed_model else embed_model_name(self.settings)
+        self.index = VectorIndex(self.settings, self._get_embedder)
+        self.retriever = HybridRetriever(self.settings, self.index, _LazyEmbedder(self))
+        self.attributor = Attributor(_LazyEmbedder(self), self.settings.support_threshold)
+        self.answerer = Answerer(self.settings, self.retriever, self._get_llm, self.attributor)
+
+    # --- lazy parts ---
+    def _get_embedder(self) -> CachedEmbedder:
+        with self._lock:
+            if self._embedder is None:
+                model = self._embed_model or make_embed_model(self.settings)
+                cache = EmbeddingCache(self.settings.data_dir / "embed_cache.sqlite")
+                self._embedder = CachedEmbedder(model, self.embed_name, cache)
+            return self._embedder
+
+    def _get_llm(self) -> LLM:
+        with self._lock:
+            if self._llm is None:
+                self._llm = make_llm(self.settings)
+            return self._llm
+
+    @property
+    def llm_name(self) -> str:
+        if self._llm is not None:
+            return self._llm.name
+        s = self.settings
+        if s.resolved_llm_provider == "openai":
+            return f"openai:{s.openai_model}"
+        return f"local:{s.local_model_path.name if s.local_model_path else s.local_model}"
+
+    def _ready(self) -> None:
+        self.index.check_model(self.embed_name)
+        if self.index.catalog.counts()[0] == 0:
+            raise EmptyIndexError(
+                f"No papers indexed in {self.settings.data_dir}: run `aqa ingest` first."
+            )
+
+    # --- corpus ---
+    def ingest(self, paths: Sequence[Path | str] | None = None, *, prune: bool = False,
+               rebuild: bool = False, progress: bool = True) -> IngestReport:
+        """Load, chunk, embed and index; unchanged papers cost nothing."""
+        paths = list(paths) if paths else list(self.settings.corpus_paths)
+        return self.index.ingest(paths, model_name=self.embed_name, prune=prune,
+                                 rebuild=rebuild, progress=progress)
+
+    def papers(self, query: str | None = None, *, limit: int | None = None,
+               filters: Filters | None = None) -> list[Paper]:
+        """All papers (sorted by title), or those matching ``query`` by hybrid search."""
+        if query and query.strip():
+            return [h.paper for h in self.search(query, k=limit or 20, filters=filters)]
+        snap = self.retriever.snapshot()
+        out = [p for p in snap.papers.values() if HybridRetriever._paper_ok(p, filters)]
+        out.sort(key=lambda p: p.title.lower())
+        return out[:limit] if limit else out
+
+    def get_paper(self, ref: str) -> Paper:
+        """Resolve an id, provenance key, label or (fuzzy) title to one paper."""
+        papers = self.retriever.snapshot().papers
+        ref = ref.strip()
+        if ref in papers:
+            return papers[ref]
+        low = ref.lower()
+        for p in papers.values():
+            aliases = {provenance_id(v).lower() for v in p.provenance}
+            aliases |= {v.key.lower() for v in p.provenance}
+            if low in aliases or p.title.lower() == low:
+                return p
+        from rapidfuzz import fuzz, process
+
+        choices = {pid: p.title for pid, p in papers.items()}
+        best = process.extract(ref, choices, scorer=fuzz.WRatio, limit=3)
+        if best and best[0][1] >= 85 and (len(best) == 1 or best[0][1] - best[1][1] >= 3):
+            return papers[best[0][2]]
+        hint = "; ".join(f"{papers[b[2]].title} ({b[2]})" for b in best)
+        raise PaperNotFoundError(f"No paper matches '{ref}'. Closest: {hint}")
+
+    def status(self) -> CorpusStatus:
+        n_papers, n_chunks = self.index.catalog.counts()
+        return CorpusStatus(
+            papers=n_papers,
+            chunks=n_chunks,
+            sources=self.index.catalog.source_counts(),
+            embed_model=self.index.catalog.get_meta("embed_model") or self.embed_name,
+            llm_model=self.llm_name,
+            last_ingest=self.index.catalog.get_meta("last_ingest"),
+            data_dir=str(self.settings.data_dir),
+        )
+
+    def sources(self) -> list[str]:
+        return sorted(self.index.catalog.source_counts())
+
+    def example_questions(self, n: int = 4) -> list[str]:
+        """Questions drawn from the loaded corpus: named systems first."""
+        papers = sorted(self.retriever.snapshot().papers.values(), key=lambda p: p.paper_id)
+        named = [p for p in papers if re.fullmatch(r"[A-Za-z0-9\-]*[A-Z][A-Za-z0-9\-]*", p.title)]
+        out: list[str] = []
+        templates = [
+            "What does {t} propose, and what results does it report?",
+            "Which datasets or benchmarks is {t} evaluated on?",
+            "What problem does {t} address?",
+        ]
+        for i, p in enumerate(named[: max(0, n - 1)]):
+            out.append(templates[i % len(templates)].format(t=p.title))
+        if len(named) >= 2:
+            out.append(f"How do {named[0].title} and {named[1].title} differ?")
+        for p in papers:
+            if len(out) >= n:
+                break
+            out.append(f"What does the paper on {p.title.lower()} find?")
+        return out[:n]
+
+    # --- retrieval / answers ---
+    def search(self, query: str, *, k: int | None = None, filters: Filters | None = None,
+               mode: str | None = None) -> list[SearchHit]:
+        self._ready()
+        return self.retriever.search(query, k=k, filters=filters, mode=mode)
+
+    def ask(self, question: str, *, history: History = (), k: int | None = None,
+            filters: Filters | None = None) -> Answer:
+        answer = None
+        for ev in self.ask_stream(question, history=history, k=k, filters=filters):
+            if ev.kind == "answer":
+                answer = ev.answer
+        assert answer is not None
+        return answer
+
+    def ask_stream(self, question: str, *, history: History = (), k: int | None = None,
+                   filters: Filters | None = None) -> Iterator[StreamEvent]:
+        """Yields status and token events, then one ``answer`` event with the
+        validated text, citations and timings."""
+        if not question or not question.strip():
+            raise AqaError("Ask a question first.")
+        self._ready()
+        yield from self.answerer.stream(question.strip(), history=history, k=k, filters=filters)
+
+    def compare(self, papers: Sequence[str] | None = None, *,
+                query: str | None = None) -> Comparison:
+        """Compare 2-4 papers given by id/label/title, or selected by ``query``."""
+        import time
+
+        t0 = time.perf_counter()
+        self._ready()
+        if papers:
+            chosen = list(dict.fromkeys(self.get_paper(r).paper_id for r in papers))
+            snap = self.retriever.snapshot()
+            selected = [snap.papers[pid] for pid in chosen]
+        elif query:
+            hits = self.retriever.search(query, k=4)
+            top = hits[0].score if hits else 0.0
+            selected = [h.paper for i, h in enumerate(hits) if i < 2 or h.score >= 0.6 * top]
+        else:
+            raise AqaError("Give 2 to 4 papers or a query to compare.")
+        if not 2 <= len(selected) <= 4:
+            raise AqaError(f"Compare needs 2 to 4 distinct papers; got {len(selected)}.")
+        cells = {p.paper_id: extract_cells(p) for p in selected}
+        hits = [SearchHit(paper=p, score=1.0, rank=i) for i, p in enumerate(selected, 1)]
+        timings = Timings(retrieval_ms=round((time.perf_counter() - t0) * 1000, 1))
+        prompt = render("compare_synthesis", n=len(selected),
+                        notes=synthesis_notes(selected, cells))
+        try:
+            llm = self._get_llm()
+            raw = []
+            for piece in llm.stream_chat([{"role": "user", "content": prompt}],
+                                         max_tokens=self.settings.max_tokens,
+                                         temperature=self.settings.temperature):
+                if timings.ttft_ms is None:
+                    timings.ttft_ms = round((time.perf_counter() - t0) * 1000, 1)
+                raw.append(piece)
+            attrs = self.attributor.attribute("".join(raw), hits)
+            sentences = [a.sentence for a in attrs]
+            synthesis = " ".join(
+                s.text + (" " + "".join(f"[{c}]" for c in s.citations) if s.citations else "")
+                + ("" if s.supported else " (unsupported)")
+                for s in sentences
+            )
+            model = llm.name
+        except LLMError as e:
+            sentences, synthesis, model = [], f"(Synthesis unavailable: {e})", "none"
+        timings.total_ms = round((time.perf_counter() - t0) * 1000, 1)
+        return Comparison(papers=selected, cells=cells, synthesis=synthesis,
+                          synthesis_sentences=sentences, model=model, timings=timings)
+
+
+class _LazyEmbedder:
+    """Defers loading the embedding model until a query needs it."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def embed_query(self, text: str):
+        return self._engine._get_embedder().embed_query(text)
+
+    def embed_texts(self, texts):
+        return self._engine._get_embedder().embed_texts(texts)

@@ -1,0 +1,33 @@
+"""Errors the engine raises on purpose. Each carries a one-line, actionable
+message; the CLI and UI show ``str(err)`` and never a traceback."""
+
+from __future__ import annotations
+
+
+class AqaError(Exception):
+    """Base class for all expected abstracts-qa errors."""
+
+
+class CorpusError(AqaError):
+    """A corpus file or record that cannot be loaded; names file and line."""
+
+    def __init__(self, path: str, line: int | None, message: str) -> None:
+        self.path, self.line, self.message = path, line, message
+        where = f"{path}:{line}" if line else path
+        super().__init__(f"{where}: {message}")
+
+
+class IndexMismatchError(AqaError):
+    """The index was built with another embedding model."""
+
+
+class EmptyIndexError(AqaError):
+    """No papers are indexed yet."""
+
+
+class LLMError(AqaError):
+    """The LLM could not be reached or refused the request."""
+
+
+class PaperNotFoundError(AqaError):
+    """A paper reference (id, label or title) matched nothing."""

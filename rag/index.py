@@ -1,0 +1,251 @@
+"""The index: token-aware chunking, the Chroma vector store (embedded or a
+``chroma run`` server), and idempotent, incremental, resumable ingest.
+
+We talk to the chromadb collection directly rather than through LlamaIndex's
+ChromaVectorStore: the catalog (rag.store) already keeps chunk text, and the
+wrapper would duplicate each node's JSON into Chroma metadata and offers no
+cheap "list ids" for reconciling after an interrupted ingest.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from rag.config import Settings
+from rag.corpus import content_hash, load_corpus
+from rag.embed import CachedEmbedder
+from rag.errors import AqaError, IndexMismatchError
+from rag.store import Catalog
+from rag.types import IngestReport, Paper
+
+BATCH_PAPERS = 32
+
+
+class Chunker:
+    """Sentence-boundary chunks of at most ``chunk_tokens`` tiktoken tokens
+    (LlamaIndex SentenceSplitter). 128 tiktoken tokens stay well under
+    MiniLM's 256 word-piece limit even for symbol-heavy abstracts."""
+
+    def __init__(self, settings: Settings) -> None:
+        from llama_index.core.node_parser import SentenceSplitter
+
+        self._splitter = SentenceSplitter(
+            chunk_size=settings.chunk_tokens, chunk_overlap=settings.chunk_overlap
+        )
+
+    def split(self, text: str) -> list[str]:
+        return [c.strip() for c in self._splitter.split_text(text) if c.strip()]
+
+
+def embed_text(paper: Paper, chunk: str) -> str:
+    """What gets embedded and BM25-indexed: a real title adds signal; a label
+    derived from the abstract itself adds none."""
+    return chunk if paper.title_derived else f"{paper.title}. {chunk}"
+
+
+def chunk_id(paper: Paper, h: str, i: int) -> str:
+    # Content hash in the id: a changed abstract gets fresh ids, so the old
+    # chunks can be deleted only after the new ones are committed.
+    return f"{paper.paper_id}::{h[:12]}::{i}"
+
+
+def make_chroma_client(settings: Settings):
+    import chromadb
+    from chromadb.config import Settings as ChromaSettings
+
+    cs = ChromaSettings(anonymized_telemetry=False)
+    if settings.chroma_host:
+        try:
+            return chromadb.HttpClient(host=settings.chroma_host, port=settings.chroma_port, settings=cs)
+        except Exception as e:
+            raise AqaError(
+                f"Cannot reach the Chroma server at {settings.chroma_host}:{settings.chroma_port} "
+                f"({e.__class__.__name__}): start it with `chroma run` or unset AQA_CHROMA_HOST."
+            ) from e
+    return chromadb.PersistentClient(path=str(settings.data_dir / "chroma"), settings=cs)
+
+
+class VectorIndex:
+    """Chroma collection + catalog for one data dir."""
+
+    def __init__(self, settings: Settings, embedder: Callable[[], CachedEmbedder]) -> None:
+        self.settings = settings
+        self.catalog = Catalog(settings.data_dir / "catalog.sqlite")
+        self._embedder_factory = embedder
+        self._client = make_chroma_client(settings)
+        self.collection = self._client.get_or_create_collection(
+            settings.collection, metadata={"hnsw:space": "cosine"}, embedding_function=None
+        )
+
+    # --- model guard ---
+    def check_model(self, model_name: str) -> None:
+        built = self.catalog.get_meta("embed_model")
+        if built and built != model_name and self.catalog.counts()[0]:
+            raise IndexMismatchError(
+                f"The index in {self.settings.data_dir} was built with embedding model '{built}' "
+                f"but '{model_name}' is configured: re-ingest with `aqa ingest --rebuild`, or "
+                "use another --data-dir."
+            )
+
+    def rebuild(self) -> None:
+        self._client.delete_collection(self.settings.collection)
+        self.collection = self._client.get_or_create_collection(
+            self.settings.collection, metadata={"hnsw:space": "cosine"}, embedding_function=None
+        )
+        self.catalog.clear()
+
+    # --- ingest ---
+    def ingest(
+        self,
+        paths: Sequence[Path | str],
+        *,
+        model_name: str,
+        prune: bool = False,
+        rebuild: bool = False,
+        progress: bool = True,
+    ) -> IngestReport:
+        t0 = time.perf_counter()
+        if rebuild:
+            self.rebuild()
+        self.check_model(model_name)
+        loaded = load_corpus(paths, dedup_threshold=self.settings.dedup_threshold)
+        report = IngestReport(
+            errors=[str(e) for e in loaded.errors], duplicates_merged=loaded.duplicates_merged
+        )
+        self.catalog.set_meta(embed_model=model_name)
+        old = self.catalog.hashes()
+        self._drop_orphans()
+
+        todo: list[tuple[Paper, str]] = []
+        meta_only: list[Paper] = []
+        for p in loaded.papers:
+            h = content_hash(p)
+            if old.get(p.paper_id) == h:
+                report.papers_unchanged += 1
+                meta_only.append(p)  # provenance/links may have changed; cheap to refresh
+            else:
+                todo.append((p, h))
+                if p.paper_id in old:
+                    report.papers_updated += 1
+                else:
+                    report.papers_added += 1
+        if meta_only:
+            self.catalog.update_metadata(meta_only)
+
+        if todo:
+            chunker = Chunker(self.settings)
+            embedder = self._embedder_factory()
+            hits0, miss0 = embedder.hits, embedder.misses
+            bar = _progress(len(todo), progress)
+            for i in range(0, len(todo), BATCH_PAPERS):
+                batch = todo[i : i + BATCH_PAPERS]
+                self._ingest_batch(batch, chunker, embedder)
+                bar(len(batch))
+            bar(0, close=True)
+            report.chunks_embedded = embedder.misses - miss0
+            report.embeddings_cached = embedder.hits - hits0
+
+        if prune:
+            keep = {p.paper_id for p in loaded.papers}
+            gone = [pid for pid in old if pid not in keep]
+            self._delete_papers(gone)
+            report.papers_pruned = len(gone)
+
+        n_papers, _ = self.catalog.counts()
+        report.papers_total = n_papers
+        self.catalog.set_meta(last_ingest=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        report.seconds = round(time.perf_counter() - t0, 3)
+        return report
+
+    def _ingest_batch(
+        self, batch: list[tuple[Paper, str]], chunker: Chunker, embedder: CachedEmbedder
+    ) -> None:
+        rows: list[tuple[Paper, str, list[tuple[str, int, str]]]] = []
+        ids: list[str] = []
+        texts: list[str] = []
+        metas: list[dict] = []
+        for paper, h in batch:
+            chunks = chunker.split(paper.abstract) or [paper.abstract]
+            crow = []
+            for j, c in enumerate(chunks):
+                cid = chunk_id(paper, h, j)
+                crow.append((cid, j, c))
+                ids.append(cid)
+                texts.append(embed_text(paper, c))
+                metas.append(chunk_metadata(paper, j))
+            rows.append((paper, h, crow))
+        vecs = embedder.embed_texts(texts)
+        stale = self.catalog.chunk_ids(p.paper_id for p, _ in batch)
+        # Order matters for resumability: vectors first, then the catalog
+        # (atomic), then the stale vectors. A crash anywhere leaves a usable index.
+        self.collection.upsert(ids=ids, embeddings=vecs.tolist(), metadatas=metas, documents=texts)
+        self.catalog.commit_papers(rows)
+        stale = [c for c in stale if c not in set(ids)]
+        if stale:
+            self.collection.delete(ids=stale)
+
+    def _delete_papers(self, paper_ids: list[str]) -> None:
+        if not paper_ids:
+            return
+        ids = self.catalog.chunk_ids(paper_ids)
+        self.catalog.delete_papers(paper_ids)
+        for i in range(0, len(ids), 5000):
+            self.collection.delete(ids=ids[i : i + 5000])
+
+    def _drop_orphans(self) -> None:
+        """Delete vectors the catalog does not list (an interrupted ingest)."""
+        known = {c[0] for c in self.catalog.chunks()}
+        n = self.collection.count()
+        orphans: list[str] = []
+        for off in range(0, n, 10000):
+            got = self.collection.get(include=[], limit=10000, offset=off)
+            orphans += [i for i in got["ids"] if i not in known]
+        for i in range(0, len(orphans), 5000):
+            self.collection.delete(ids=orphans[i : i + 5000])
+
+    # --- query ---
+    def query(
+        self, vec: np.ndarray, n: int, where: dict | None
+    ) -> list[tuple[str, float]]:
+        """(chunk_id, cosine similarity), best first."""
+        count = self.collection.count()
+        if count == 0:
+            return []
+        res = self.collection.query(
+            query_embeddings=[vec.tolist()],
+            n_results=min(n, count),
+            where=where or None,
+            include=["distances"],
+        )
+        return [(cid, 1.0 - float(d)) for cid, d in zip(res["ids"][0], res["distances"][0], strict=True)]
+
+
+def chunk_metadata(paper: Paper, idx: int) -> dict:
+    # Chroma metadata values cannot be None: leave missing fields out.
+    m: dict = {"paper_id": paper.paper_id, "source": paper.source, "idx": idx}
+    if paper.venue:
+        m["venue"] = paper.venue
+    if paper.year:
+        m["year"] = int(paper.year)
+    return m
+
+
+def _progress(total: int, enabled: bool):
+    """tqdm bar on stderr for long ingests; a no-op for small ones."""
+    if not enabled or total < 64:
+        return lambda n, close=False: None
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, unit="paper", desc="Embedding")
+
+    def step(n: int, close: bool = False) -> None:
+        bar.update(n)
+        if close:
+            bar.close()
+
+    return step

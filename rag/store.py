@@ -1,0 +1,122 @@
+"""The catalog: a small sqlite file beside the vectors that is the source of
+truth for which papers and chunks are indexed, their metadata, content hashes
+and the embedding model the index was built with.
+
+Chroma holds vectors; the catalog decides what counts. A chunk in Chroma that
+the catalog does not list (left by an interrupted ingest) is ignored at query
+time and deleted by the next ingest, which is what makes ingest resumable.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+from rag.types import Paper
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS papers (paper_id TEXT PRIMARY KEY, hash TEXT, source TEXT, json TEXT);
+CREATE TABLE IF NOT EXISTS chunks (chunk_id TEXT PRIMARY KEY, paper_id TEXT, idx INTEGER, text TEXT);
+CREATE INDEX IF NOT EXISTS chunks_paper ON chunks(paper_id);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+"""
+
+
+class Catalog:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._db = sqlite3.connect(path, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(SCHEMA)
+        self._lock = threading.Lock()
+
+    # --- meta ---
+    def get_meta(self, key: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, **values: str) -> None:
+        with self._lock, self._db:
+            self._db.executemany("INSERT OR REPLACE INTO meta VALUES (?,?)", values.items())
+
+    # --- papers ---
+    def hashes(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._db.execute("SELECT paper_id, hash FROM papers"))
+
+    def papers(self) -> list[Paper]:
+        with self._lock:
+            rows = self._db.execute("SELECT json FROM papers").fetchall()
+        return [Paper.from_dict(json.loads(r[0])) for r in rows]
+
+    def chunk_ids(self, paper_ids: Iterable[str]) -> list[str]:
+        ids = list(paper_ids)
+        out: list[str] = []
+        with self._lock:
+            for i in range(0, len(ids), 500):
+                b = ids[i : i + 500]
+                q = ",".join("?" * len(b))
+                out += [
+                    r[0]
+                    for r in self._db.execute(
+                        f"SELECT chunk_id FROM chunks WHERE paper_id IN ({q})", b
+                    )
+                ]
+        return out
+
+    def chunks(self) -> list[tuple[str, str, int, str]]:
+        """All (chunk_id, paper_id, idx, text), in a stable order."""
+        with self._lock:
+            return self._db.execute(
+                "SELECT chunk_id, paper_id, idx, text FROM chunks ORDER BY paper_id, idx"
+            ).fetchall()
+
+    def counts(self) -> tuple[int, int]:
+        with self._lock:
+            p = self._db.execute("SELECT COUNT(*) FROM papers").fetchone()[0]
+            c = self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        return p, c
+
+    def source_counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._db.execute("SELECT source, COUNT(*) FROM papers GROUP BY source"))
+
+    def commit_papers(
+        self, items: list[tuple[Paper, str, list[tuple[str, int, str]]]]
+    ) -> None:
+        """Atomically replace papers and their chunks: (paper, hash, [(chunk_id, idx, text)])."""
+        with self._lock, self._db:
+            for paper, h, chunks in items:
+                self._db.execute("DELETE FROM chunks WHERE paper_id=?", (paper.paper_id,))
+                self._db.execute(
+                    "INSERT OR REPLACE INTO papers VALUES (?,?,?,?)",
+                    (paper.paper_id, h, paper.source, json.dumps(paper.to_dict())),
+                )
+                self._db.executemany(
+                    "INSERT INTO chunks VALUES (?,?,?,?)",
+                    [(cid, paper.paper_id, i, t) for cid, i, t in chunks],
+                )
+
+    def update_metadata(self, papers: list[Paper]) -> None:
+        with self._lock, self._db:
+            self._db.executemany(
+                "UPDATE papers SET json=?, source=? WHERE paper_id=?",
+                [(json.dumps(p.to_dict()), p.source, p.paper_id) for p in papers],
+            )
+
+    def delete_papers(self, paper_ids: list[str]) -> None:
+        with self._lock, self._db:
+            for pid in paper_ids:
+                self._db.execute("DELETE FROM chunks WHERE paper_id=?", (pid,))
+                self._db.execute("DELETE FROM papers WHERE paper_id=?", (pid,))
+
+    def clear(self) -> None:
+        with self._lock, self._db:
+            self._db.execute("DELETE FROM chunks")
+            self._db.execute("DELETE FROM papers")
+            self._db.execute("DELETE FROM meta")

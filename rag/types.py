@@ -1,0 +1,276 @@
+"""Engine data types: the one vocabulary shared by the engine, CLI, UI and evals.
+
+Everything here is a plain dataclass with ``to_dict()`` so the CLI's ``--json``
+output, the UI and the eval reports all serialise the same structure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a paper record came from: file (relative to its corpus root),
+    1-based ordinal of the record in that file, 1-based line number."""
+
+    path: str
+    ordinal: int
+    line: int
+
+    @property
+    def key(self) -> str:
+        """Stable provenance key, e.g. ``icml2025/000_df6f.txt#3``."""
+        return f"{self.path}#{self.ordinal}"
+
+
+@dataclass
+class Paper:
+    paper_id: str
+    abstract: str
+    title: str  # display title; a derived label when ``title_derived``
+    title_derived: bool = False
+    authors: list[str] = field(default_factory=list)
+    url: str | None = None
+    links: dict[str, str] = field(default_factory=dict)  # pdf, openreview, software...
+    venue: str | None = None
+    year: int | None = None
+    source: str = ""  # corpus/source name used for filtering (e.g. "icml2025")
+    provenance: list[Provenance] = field(default_factory=list)
+
+    @property
+    def display_title(self) -> str:
+        return f"{self.title} (derived label)" if self.title_derived else self.title
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["display_title"] = self.display_title
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Paper:
+        d = {k: v for k, v in d.items() if k != "display_title"}
+        d["provenance"] = [Provenance(**p) for p in d.get("provenance", [])]
+        return cls(**d)
+
+
+@dataclass
+class Passage:
+    """A chunk of one paper's abstract."""
+
+    chunk_id: str
+    paper_id: str
+    text: str
+    index: int = 0  # position of the chunk within the abstract
+    score: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class SearchHit:
+    """One paper in a ranked result list, with its best passages (best first)."""
+
+    paper: Paper
+    score: float
+    rank: int
+    passages: list[Passage] = field(default_factory=list)
+    dense_score: float | None = None
+    bm25_score: float | None = None
+
+    @property
+    def snippet(self) -> str:
+        return self.passages[0].text if self.passages else self.paper.abstract[:300]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "score": self.score,
+            "dense_score": self.dense_score,
+            "bm25_score": self.bm25_score,
+            "snippet": self.snippet,
+            "paper": self.paper.to_dict(),
+            "passages": [p.to_dict() for p in self.passages],
+        }
+
+
+@dataclass
+class Filters:
+    """Metadata filters; ``None`` means no restriction on that field."""
+
+    sources: list[str] | None = None
+    venues: list[str] | None = None
+    years: list[int] | None = None
+    paper_ids: list[str] | None = None
+
+    def is_empty(self) -> bool:
+        return not (self.sources or self.venues or self.years or self.paper_ids)
+
+
+@dataclass
+class Citation:
+    """A numbered citation [n] in an answer; always a retrieved paper."""
+
+    number: int
+    paper: Paper
+    snippet: str  # the passage that supports the cited sentence(s)
+    score: float  # best support score of this paper over the sentences citing it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "score": self.score,
+            "snippet": self.snippet,
+            "paper": self.paper.to_dict(),
+        }
+
+
+@dataclass
+class SentenceSupport:
+    """One answer sentence, the citation numbers it carries after validation,
+    and its best-supporting retrieved passage with a support score in [0, 1]."""
+
+    text: str
+    citations: list[int]
+    support: float
+    supported: bool
+    paper_id: str | None = None
+    evidence: str | None = None  # the supporting passage text
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Timings:
+    retrieval_ms: float = 0.0
+    ttft_ms: float | None = None
+    total_ms: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Answer:
+    question: str
+    standalone_question: str  # follow-up condensed against the history
+    text: str  # final answer text with validated [n] markers
+    sentences: list[SentenceSupport]
+    citations: list[Citation]
+    retrieved: list[SearchHit]
+    declined: bool
+    decline_reason: str | None
+    model: str
+    timings: Timings
+
+    @property
+    def nearest(self) -> list[SearchHit]:
+        """Nearest papers, for a declined answer."""
+        return self.retrieved[:3]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "standalone_question": self.standalone_question,
+            "answer": self.text,
+            "declined": self.declined,
+            "decline_reason": self.decline_reason,
+            "model": self.model,
+            "timings": self.timings.to_dict(),
+            "sentences": [s.to_dict() for s in self.sentences],
+            "citations": [c.to_dict() for c in self.citations],
+            "retrieved": [h.to_dict() for h in self.retrieved],
+        }
+
+
+@dataclass
+class StreamEvent:
+    """``ask_stream`` yields ``token`` events (text = the new piece), optional
+    ``status`` events (text = progress message), then one ``answer`` event."""
+
+    kind: Literal["token", "status", "answer"]
+    text: str = ""
+    answer: Answer | None = None
+
+
+ASPECTS: tuple[str, ...] = ("problem", "approach", "data", "results", "limitations")
+ASPECT_LABELS: dict[str, str] = {
+    "problem": "Problem",
+    "approach": "Approach",
+    "data": "Data / benchmarks",
+    "results": "Key results",
+    "limitations": "Stated limitations",
+}
+
+
+@dataclass
+class CompareCell:
+    """One cell: a short statement and the verbatim supporting quote from the
+    abstract; ``quote is None`` means "not stated"."""
+
+    text: str
+    quote: str | None
+
+    @property
+    def stated(self) -> bool:
+        return self.quote is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "quote": self.quote, "stated": self.stated}
+
+
+@dataclass
+class Comparison:
+    papers: list[Paper]
+    cells: dict[str, dict[str, CompareCell]]  # paper_id -> aspect -> cell
+    synthesis: str  # cited with [n], n = 1-based position in ``papers``
+    synthesis_sentences: list[SentenceSupport]
+    model: str
+    timings: Timings
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "papers": [p.to_dict() for p in self.papers],
+            "aspects": list(ASPECTS),
+            "cells": {
+                pid: {a: c.to_dict() for a, c in row.items()} for pid, row in self.cells.items()
+            },
+            "synthesis": self.synthesis,
+            "synthesis_sentences": [s.to_dict() for s in self.synthesis_sentences],
+            "model": self.model,
+            "timings": self.timings.to_dict(),
+        }
+
+
+@dataclass
+class IngestReport:
+    papers_total: int = 0
+    papers_added: int = 0
+    papers_updated: int = 0
+    papers_unchanged: int = 0
+    papers_pruned: int = 0
+    duplicates_merged: int = 0
+    chunks_embedded: int = 0
+    embeddings_cached: int = 0
+    errors: list[str] = field(default_factory=list)  # "file:line: message"
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class CorpusStatus:
+    papers: int
+    chunks: int
+    sources: dict[str, int]  # source name -> paper count
+    embed_model: str
+    llm_model: str
+    last_ingest: str | None  # ISO timestamp
+    data_dir: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
