@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from eval.bench import copy_sqlite
 from eval.dataset import Question
 from eval.report import fmt, metric_label
 from eval.runner import RunConfig, build_engine, prepare_corpus, run_eval
@@ -71,9 +72,16 @@ def run_ablation(
         from rag.embed import make_embed_model
 
         embed_model = make_embed_model(Settings(**base_overrides))
+    donor: Path | None = None
     for name in names:
-        over = {**base_overrides, **CONFIGS[name], "data_dir": data_root / "ablate" / name}
+        data_dir = data_root / "ablate" / name
+        over = {**base_overrides, **CONFIGS[name], "data_dir": data_dir}
         print(f"== ablation {name}: {CONFIGS[name] or 'defaults'}", file=sys.stderr, flush=True)
+        cache = data_dir / "embed_cache.sqlite"
+        if donor is not None and not cache.exists():
+            # Same model, mostly the same chunk texts: reuse the embeddings.
+            copy_sqlite(donor, cache)
+        donor = donor or cache
         engine = build_engine(over, llm=llm, embed_model=embed_model)
         prepare_corpus(engine, corpus)
         cfg = RunConfig(set_path=set_path, use_llm=use_llm, label=f"ablate-{name}",

@@ -4,7 +4,7 @@
 ``fn`` and returns an exit code. Also runnable alone: ``python -m eval.cli``.
 
     aqa eval run [--set FILE] [--out DIR] [--retriever hybrid|dense|bm25] [--no-llm]
-                 [--limit N] [--type T ...] [--extra-corpus PATH ...]
+                 [--limit N] [--per-type N] [--type T ...] [--extra-corpus PATH ...]
     aqa eval compare RUN_A RUN_B
     aqa eval ablate [--set FILE] [--out DIR] [--config NAME ...] [--llm]
     aqa bench [ingest|search|llm|baseline|all] [--size tiny|full] [--out DIR]
@@ -78,6 +78,14 @@ def _questions(args: argparse.Namespace):
         raise AqaError(str(e)) from None
     if getattr(args, "type", None):
         qs = [q for q in qs if q.type in args.type]
+    if getattr(args, "per_type", None):
+        seen: dict[str, int] = {}
+        keep = []
+        for q in qs:
+            seen[q.type] = seen.get(q.type, 0) + 1
+            if seen[q.type] <= args.per_type:
+                keep.append(q)
+        qs = keep
     if getattr(args, "limit", None):
         qs = qs[: args.limit]
     if not qs:
@@ -177,6 +185,7 @@ def register(subparsers: Any) -> None:
     r.add_argument("--label", help="name of the run in its folder and report")
     r.add_argument("--no-llm", action="store_true", help="retrieval metrics only (no answers)")
     r.add_argument("--limit", type=int, help="only the first N questions")
+    r.add_argument("--per-type", type=int, help="only the first N questions of each type")
     r.add_argument("--type", action="append", help="only this question type (repeatable)")
     r.add_argument("--corpus", nargs="+", help="corpus paths (default: the bundled corpus)")
     r.add_argument("--extra-corpus", nargs="+", help="distractor corpus paths added to the index")
@@ -199,6 +208,7 @@ def register(subparsers: Any) -> None:
     a.add_argument("--config", action="append", help="only this configuration (repeatable)")
     a.add_argument("--llm", action="store_true", help="also generate answers (slow)")
     a.add_argument("--limit", type=int)
+    a.add_argument("--per-type", type=int)
     a.add_argument("--type", action="append")
     a.add_argument("--corpus", nargs="+")
     a.add_argument("--extra-corpus", nargs="+")

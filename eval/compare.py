@@ -68,7 +68,7 @@ def compare_runs(run_a: Path | str, run_b: Path | str) -> dict[str, Any]:
 
 def render_comparison(c: dict[str, Any]) -> str:
     k = c.get("k") or 5
-    lines = [f"# Eval comparison", "", f"- A: `{c['a']}`", f"- B: `{c['b']}`",
+    lines = ["# Eval comparison", "", f"- A: `{c['a']}`", f"- B: `{c['b']}`",
              f"- {c['n_common']} questions in both runs", "", "## Overall (Δ = B − A)", "",
              "| metric | A | B | Δ |", "|---|---|---|---|"]
     for m, v in c["overall"].items():

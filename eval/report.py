@@ -18,6 +18,11 @@ PLOT_METRICS: tuple[str, ...] = (
     "hit@1", "hit@k", "mrr", "ndcg@k", "citation_precision", "citation_recall",
     "must_include_recall", "support_rate", "pass",
 )
+TYPE_TABLE_METRICS: tuple[str, ...] = (
+    "hit@1", "hit@k", "recall@k", "mrr", "ndcg@k", "citation_precision", "citation_recall",
+    "must_include_recall", "support_rate", "correct_decline", "wrong_decline",
+    "floor_correct_decline", "floor_wrong_decline", "pass",
+)
 LATENCY_LABELS: dict[str, str] = {
     "search_ms": "search (no LLM)",
     "retrieval_ms": "retrieval inside ask",
@@ -148,7 +153,10 @@ def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]],
               "unanswerable (correct) / answerable (wrong) questions.", ""]
 
     lines += ["## By question type", ""]
-    names = [m for m in summary["overall"] if summary["overall"][m]["mean"] is not None]
+    names = [m for m in TYPE_TABLE_METRICS
+             if m in summary["overall"] and summary["overall"][m]["mean"] is not None]
+    if use_llm:  # with real answers, the floor-only declines are a detail
+        names = [m for m in names if not m.startswith("floor_")]
     rows = [
         [t, summary["n_by_type"][t]] + [fmt(summary["by_type"][t][m]["mean"]) for m in names]
         for t in summary["by_type"]
@@ -158,24 +166,26 @@ def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]],
         lines += ["", "![metrics by type](metrics_by_type.png)"]
 
     lines += ["", "## Latency (ms)", ""]
+    lat = summary["latency_ms"]
     rows = [
-        [LATENCY_LABELS.get(key, key), v["n"], fmt(v["p50"], 1), fmt(v["p95"], 1),
-         fmt(v["mean"], 1), fmt(v["max"], 1)]
-        for key, v in summary["latency_ms"].items() if v["n"]
+        [LATENCY_LABELS.get(key, key), lat[key]["n"], fmt(lat[key]["p50"], 1),
+         fmt(lat[key]["p95"], 1), fmt(lat[key]["mean"], 1), fmt(lat[key]["max"], 1)]
+        for key in LATENCY_LABELS if key in lat and lat[key]["n"]
     ]
     lines += _table(["", "n", "p50", "p95", "mean", "max"], rows)
     if plots.get("latency"):
         lines += ["", "![latency](latency.png)"]
 
     lines += ["", "## Per question", ""]
-    header = ["id", "type", "pass", "gold rank", f"hit@{k}"]
+    header = ["id", "type", "pass", "gold rank", f"hit@{k}", "top-1 retrieved"]
     if use_llm:
         header += ["must-incl.", "cit. P", "cit. R", "support", "declined", "answer", "citations"]
     rows = []
     for r in records:
         m = r["metrics"]
         row = [md_cell(r["id"]), r["type"], "✅" if m.get("pass") else "❌",
-               fmt(m.get("first_gold_rank")), fmt(m.get("hit@k"), 0)]
+               fmt(m.get("first_gold_rank")), fmt(m.get("hit@k"), 0),
+               md_cell(r["retrieved"][0].get("title"), 50) if r["retrieved"] else "–"]
         if use_llm:
             ans = r.get("answer") or {}
             cites = "; ".join(

@@ -15,6 +15,15 @@ import time
 from collections.abc import Iterator, Sequence
 
 from rag.attribution import NOT_FOUND, Attributor, split_sentences
+from rag.checks import (
+    asks_quantity,
+    has_number,
+    identification_answer,
+    markers_only,
+    name_markers,
+    question_entities,
+    restates_question,
+)
 from rag.config import Settings
 from rag.llm import LLM
 from rag.prompts import render
@@ -34,19 +43,41 @@ def needs_condensing(question: str, history: History) -> bool:
     return bool(history) and (bool(_DEPENDENT.search(question)) or len(question.split()) < 5)
 
 
-def context_block(hits: list[SearchHit], max_passages: int) -> str:
-    """Numbered excerpts, one block per paper ([n] = hits[n-1]); only the best
-    passages go in, because prompt length sets the local model's wait."""
-    lines = []
-    budget = max_passages
+def select_context(
+    question: str, hits: list[SearchHit], embedder, n_sentences: int, per_paper: int
+) -> str:
+    """Numbered excerpts ([n] = hits[n-1]) made of the abstract sentences most
+    similar to the question, kept in abstract order within each paper.
+
+    Sentences, not whole chunks: prompt length sets the local model's wait
+    (it reads ~80 tokens/s on 2 cores), and focused evidence also keeps a
+    small model from drifting. Sentence vectors are cached and reused by the
+    attribution step.
+    """
+    qv = embedder.embed_query(question)
+    scored: list[tuple[float, int, int, str]] = []
     for n, h in enumerate(hits, 1):
-        if budget <= 0:
+        sents = split_sentences(h.paper.abstract)
+        if not sents:
+            continue
+        sims = embedder.embed_texts(sents) @ qv
+        # The retriever's own ranking is evidence too: favour higher-ranked papers.
+        prior = 0.1 * h.score / max(hits[0].score, 1e-9)
+        scored += [(float(sim) + prior, n, i, t) for i, (t, sim) in enumerate(zip(sents, sims))]
+    scored.sort(key=lambda x: -x[0])
+    chosen: dict[int, list[tuple[int, str]]] = {}
+    total = 0
+    for _, n, i, t in scored:
+        if total >= n_sentences:
             break
-        take = h.passages[: max(1, min(len(h.passages), budget))]
-        budget -= len(take)
-        text = " … ".join(p.text for p in take)
-        lines.append(f"[{n}] {h.paper.title}: {text}")
-    return "\n".join(lines)
+        if len(chosen.get(n, [])) >= per_paper:
+            continue
+        chosen.setdefault(n, []).append((i, t))
+        total += 1
+    return "\n".join(
+        f"[{n}] {hits[n - 1].paper.title}: " + " ".join(t for _, t in sorted(chosen[n]))
+        for n in sorted(chosen)
+    )
 
 
 class Answerer:
@@ -126,7 +157,10 @@ class Answerer:
                 "role": "user",
                 "content": render(
                     "answer_user",
-                    context=context_block(hits, s.context_passages),
+                    context=select_context(
+                        standalone, hits, self.attributor.embedder,
+                        s.context_sentences, s.sentences_per_paper,
+                    ),
                     question=standalone,
                 ),
             },
@@ -141,6 +175,25 @@ class Answerer:
         answer = self.check("".join(raw), hits, standalone)
         yield StreamEvent("answer", answer=finish(*answer, llm.name))
 
+    def _identify(self, raw: str, hits: list[SearchHit], question: str) -> str:
+        """Turn answers that merely point at papers into named, quoted papers."""
+        emb = self.attributor.embedder
+        nums = markers_only(raw)
+        if nums is None:
+            raw = name_markers(raw, hits)
+            sents = split_sentences(raw)
+            if len(sents) == 1:
+                nums = restates_question(sents[0], question, hits, self.attributor.stem.terms)
+        if not nums:
+            return raw
+        # The small model's pick is noisy and so is the retriever's top hit; when
+        # the top hit clearly leads, name it too (each paper is quoted, so each
+        # citation still holds its claim).
+        top = hits[0].score
+        if 1 not in nums and all(hits[n - 1].score * 1.15 < top for n in nums if n <= len(hits)):
+            nums = [1, *nums]
+        return identification_answer(sorted(set(nums))[:3], hits, question, emb)
+
     def check(self, raw: str, hits: list[SearchHit], question: str):
         """Validate and attribute a raw model answer. Returns
         (text, sentences, citations, declined, reason)."""
@@ -150,15 +203,27 @@ class Answerer:
         if not raw or (first and NOT_FOUND.search(first[0])):
             reason = "The retrieved abstracts do not state this."
             return decline_text(hits, reason), [], [], True, reason
+        raw = self._identify(raw, hits, question)
         attrs = self.attributor.attribute(raw, hits, question)
-        content = [a for a in attrs if a.cited_ids or not a.sentence.supported or a.sentence.support < 1.0]
+        content = [a for a in attrs if not a.sentence.contentless]
+        if not content:
+            reason = "The model gave no answer that the abstracts support."
+            return decline_text(hits, reason), [], [], True, reason
         supported = [a for a in content if a.sentence.supported]
-        if content and len(supported) / len(content) < s.min_supported_share:
+        if len(supported) / len(content) < s.min_supported_share:
             reason = (
                 "The model's answer is not supported by the retrieved abstracts "
                 f"({len(supported)} of {len(content)} sentences supported)."
             )
             return decline_text(hits, reason), [a.sentence for a in attrs], [], True, reason
+        if asks_quantity(question) and not has_number(a.sentence for a in content):
+            reason = "The question asks for a value that the retrieved abstracts do not state."
+            return decline_text(hits, reason), [a.sentence for a in attrs], [], True, reason
+        cited = {pid for a in supported for pid in a.cited_ids}
+        for ent, ids in question_entities(question, hits).items():
+            if not ids & cited:
+                reason = f"The supported parts of the answer are not about {ent}."
+                return decline_text(hits, reason), [a.sentence for a in attrs], [], True, reason
 
         # Renumber: [n] in the final text counts cited papers in order of first use.
         order: dict[int, int] = {}

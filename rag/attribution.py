@@ -118,7 +118,8 @@ class Attributor:
             for s in split_sentences(h.paper.abstract):
                 units.append((h_i, s))
         paper_terms = [self.stem.terms(h.paper.abstract + " " + h.paper.title) for h in hits]
-        known = _normalise(question + " " + " ".join(h.paper.abstract + " " + h.paper.title for h in hits))
+        docs = [_normalise(h.paper.abstract + " " + h.paper.title) for h in hits]
+        q_norm = _normalise(question)
 
         clean = [strip_markers(s) for s in sentences]
         texts = [c[0] for c in clean]
@@ -130,7 +131,7 @@ class Attributor:
         for si, (text, markers) in enumerate(clean):
             terms = self.stem.terms(text)
             if not terms:  # "Here is what I found:" needs no source
-                out.append(Attribution(SentenceSupport(text, [], 1.0, True), []))
+                out.append(Attribution(SentenceSupport(text, [], 1.0, True, contentless=True), []))
                 continue
             per_paper: list[tuple[float, int]] = []  # (support, best unit index)
             for h_i in range(len(hits)):
@@ -141,16 +142,17 @@ class Attributor:
                 best_u = max(idx, key=lambda u: sims[si, u])
                 lex = len(terms & paper_terms[h_i]) / len(terms)
                 per_paper.append((0.5 * lex + 0.5 * float(max(sims[si, best_u], 0.0)), best_u))
-            missing = [s for s in specifics(text) if _normalise(s) not in known]
             valid = [m for m in markers if 1 <= m <= len(hits)]
             best_h = int(np.argmax([p[0] for p in per_paper]))
             support, best_u = per_paper[best_h]
+            # Keep the model's markers that also support the claim; else re-attribute.
+            keep = [m for m in valid if per_paper[m - 1][0] >= self.threshold - 0.1]
+            cited = keep or [best_h + 1]
+            # Every number/name the claim asserts must be in a paper it cites.
+            known = q_norm + " ".join(docs[c - 1] for c in cited)
+            missing = [s for s in specifics(text) if _normalise(s) not in known]
             supported = support >= self.threshold and not missing
-            if supported:
-                # Keep the model's markers that also support the claim; else re-attribute.
-                keep = [m for m in valid if per_paper[m - 1][0] >= self.threshold - 0.1]
-                cited = keep or [best_h + 1]
-            else:
+            if not supported:
                 cited = valid
             ev_h = cited[0] - 1 if supported else best_h
             ev_u = per_paper[ev_h][1]

@@ -49,7 +49,8 @@ class Settings(BaseSettings):
     dense_weight: float = 0.7
     relevance_floor: float = 0.25
     passages_per_paper: int = 2
-    context_passages: int = 4
+    context_sentences: int = 6
+    sentences_per_paper: int = 3
 
     # --- LLM ---
     llm_provider: Literal["auto", "local", "openai"] = "auto"
@@ -79,6 +80,9 @@ class Settings(BaseSettings):
     port: int = 7860
     auth_user: str | None = None
     auth_password: str | None = None
+    ui_timeout: float = 300.0  # seconds one chat answer or comparison may take in the UI
+    ui_concurrency: int = 1  # answers/comparisons run at once (raise for a remote LLM)
+    ui_queue_size: int = 32  # requests waiting in the queue before new ones are refused
 
     @property
     def resolved_llm_provider(self) -> str:
@@ -105,6 +109,9 @@ def setup_offline_env() -> None:
     os.environ.setdefault("CHROMA_TELEMETRY", "False")
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # Idle OpenMP threads of torch otherwise spin and starve llama.cpp's
+    # threads: measured TTFT 12.7 s -> 3.8 s on 2 cores.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")

@@ -35,15 +35,21 @@ from rag.labels import derive_label, label_candidates
 from rag.types import Paper, Provenance
 
 __all__ = [
-    "LoadResult", "SUPPORTED_EXTENSIONS", "content_hash", "derive_label", "load_corpus",
-    "load_file", "merge_duplicates", "provenance_id",
+    "LoadResult",
+    "SUPPORTED_EXTENSIONS",
+    "content_hash",
+    "derive_label",
+    "load_corpus",
+    "load_file",
+    "merge_duplicates",
+    "provenance_id",
 ]
 
 MIN_ABSTRACT_CHARS = 20
 SUPPORTED_EXTENSIONS = (".txt", ".jsonl", ".json", ".csv", ".md", ".markdown")
-_SHINGLE = 3
+_SHINGLE = 3  # word n-gram size (_shingles zips exactly three)
 _MIN_SHINGLES_FOR_CONTAINMENT = 8  # below this, containment is too easy; use Jaccard
-_POSTING_CAP = 64  # shingles shared by more papers than this are boilerplate, not evidence
+_POSTING_CAP = 16  # shingles shared by more papers than this are boilerplate, not evidence
 
 
 @dataclass
@@ -80,10 +86,41 @@ _YEAR = re.compile(r"(?<!\d)((?:19|20)\d{2})(?!\d)")
 _KNOWN_VENUES = {
     v.lower(): v
     for v in (
-        "ICML", "NeurIPS", "ICLR", "ACL", "EMNLP", "NAACL", "EACL", "COLING", "CVPR", "ICCV",
-        "ECCV", "AAAI", "IJCAI", "KDD", "AISTATS", "COLT", "UAI", "CoRL", "WWW", "SIGIR", "TMLR",
-        "JMLR", "ICRA", "IROS", "MICCAI", "WSDM", "CIKM", "MLSys", "COLM", "Interspeech", "ALT",
-        "ACML", "CHIL", "L4DC", "PMLR",
+        "ICML",
+        "NeurIPS",
+        "ICLR",
+        "ACL",
+        "EMNLP",
+        "NAACL",
+        "EACL",
+        "COLING",
+        "CVPR",
+        "ICCV",
+        "ECCV",
+        "AAAI",
+        "IJCAI",
+        "KDD",
+        "AISTATS",
+        "COLT",
+        "UAI",
+        "CoRL",
+        "WWW",
+        "SIGIR",
+        "TMLR",
+        "JMLR",
+        "ICRA",
+        "IROS",
+        "MICCAI",
+        "WSDM",
+        "CIKM",
+        "MLSys",
+        "COLM",
+        "Interspeech",
+        "ALT",
+        "ACML",
+        "CHIL",
+        "L4DC",
+        "PMLR",
     )
 }
 _KNOWN_VENUES["nips"] = "NeurIPS"
@@ -118,8 +155,13 @@ def _venue_year_from_heading(heading: str) -> tuple[str | None, int | None]:
             venue = _KNOWN_VENUES[tok.lower()]
             break
         caps = sum(c.isupper() for c in tok)
-        if venue is None and len(tok) >= 3 and caps >= 2 and tok[0].isupper() \
-                and tok.upper() not in _HEADING_WORDS_NOT_VENUE:
+        if (
+            venue is None
+            and len(tok) >= 3
+            and caps >= 2
+            and tok[0].isupper()
+            and tok.upper() not in _HEADING_WORDS_NOT_VENUE
+        ):
             venue = tok  # first acronym-like word, kept as the fallback
     return venue, year
 
@@ -191,8 +233,9 @@ def _read_text(path: Path) -> str:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
-        raise _FileError(line, f"not valid UTF-8 (byte 0x{data[e.start]:02x}); "
-                               "re-save the file as UTF-8") from e
+        raise _FileError(
+            line, f"not valid UTF-8 (byte 0x{data[e.start]:02x}); re-save the file as UTF-8"
+        ) from e
     if not text.strip():
         raise _FileError(None, "empty file")
     return text
@@ -216,9 +259,19 @@ class _Builder:
         self.errors.append(CorpusError(self.rel, line, message))
 
     def add(
-        self, *, ordinal: int, line: int, abstract: Any, title: Any = None, authors: Any = None,
-        url: Any = None, own_id: Any = None, venue: Any = None, year: Any = None,
-        links: dict[str, str] | None = None, clean: Callable[[str], str] | None = None,
+        self,
+        *,
+        ordinal: int,
+        line: int,
+        abstract: Any,
+        title: Any = None,
+        authors: Any = None,
+        url: Any = None,
+        own_id: Any = None,
+        venue: Any = None,
+        year: Any = None,
+        links: dict[str, str] | None = None,
+        clean: Callable[[str], str] | None = None,
     ) -> None:
         if abstract is None or (isinstance(abstract, str) and not abstract.strip()):
             self.error(line, "record has no 'abstract'")
@@ -226,10 +279,15 @@ class _Builder:
         if not isinstance(abstract, str):
             self.error(line, f"'abstract' must be text, got {type(abstract).__name__}")
             return
-        abstract = clean(abstract) if clean else abstract.strip()
+        # plain-text abstracts stay verbatim (markup included: the UI escapes it);
+        # only whitespace runs (e.g. a multi-line CSV cell) are collapsed
+        abstract = clean(abstract) if clean else _WS.sub(" ", abstract).strip()
         if len(abstract) < MIN_ABSTRACT_CHARS:
-            self.error(line, f"abstract too short ({len(abstract)} chars, need "
-                             f"{MIN_ABSTRACT_CHARS}): {abstract!r}")
+            self.error(
+                line,
+                f"abstract too short ({len(abstract)} chars, need "
+                f"{MIN_ABSTRACT_CHARS}): {abstract!r}",
+            )
             return
         prov = Provenance(path=self.rel, ordinal=ordinal, line=line)
         title_s = _WS.sub(" ", str(title)).strip() if title not in (None, "") else ""
@@ -237,19 +295,21 @@ class _Builder:
             title_s = clean(title_s)
         own = _WS.sub(" ", str(own_id)).strip() if own_id not in (None, "") else ""
         url_s = str(url).strip() if url not in (None, "") else None
-        self.papers.append(Paper(
-            paper_id=own or provenance_id(prov),
-            abstract=abstract,
-            title=title_s or derive_label(abstract),
-            title_derived=not title_s,
-            authors=_split_authors(authors),
-            url=url_s,
-            links=dict(links or {}),
-            venue=_WS.sub(" ", str(venue)).strip() if venue not in (None, "") else None,
-            year=_to_year(year),
-            source=self.source,
-            provenance=[prov],
-        ))
+        self.papers.append(
+            Paper(
+                paper_id=own or provenance_id(prov),
+                abstract=abstract,
+                title=title_s or derive_label(abstract),
+                title_derived=not title_s,
+                authors=_split_authors(authors),
+                url=url_s,
+                links=dict(links or {}),
+                venue=_WS.sub(" ", str(venue)).strip() if venue not in (None, "") else None,
+                year=_to_year(year),
+                source=self.source,
+                provenance=[prov],
+            )
+        )
 
 
 _HEADING_MAX_CHARS = 150
@@ -277,8 +337,11 @@ def _load_seed(text: str, b: _Builder) -> None:
 
 
 def _record_fields(rec: dict[str, Any]) -> dict[str, Any]:
-    links = {k: str(rec[k]).strip() for k in ("pdf", "openreview", "software", "code")
-             if isinstance(rec.get(k), (str, int)) and str(rec[k]).strip()}
+    links = {
+        k: str(rec[k]).strip()
+        for k in ("pdf", "openreview", "software", "code")
+        if isinstance(rec.get(k), (str, int)) and str(rec[k]).strip()
+    }
     return {
         "abstract": rec.get("abstract"),
         "title": _str_field(rec, "title"),
@@ -420,8 +483,11 @@ def _load_post(text: str, b: _Builder) -> None:
             links[key] = v
     openreview = _str_field(meta, "openreview")
     if openreview:
-        links["openreview"] = (openreview if openreview.startswith("http")
-                               else f"https://openreview.net/forum?id={openreview}")
+        links["openreview"] = (
+            openreview
+            if openreview.startswith("http")
+            else f"https://openreview.net/forum?id={openreview}"
+        )
     for extra in meta.get("extras") or []:
         if isinstance(extra, dict) and extra.get("label") and extra.get("link"):
             links.setdefault(str(extra["label"]).strip().lower(), str(extra["link"]).strip())
@@ -435,23 +501,44 @@ def _load_post(text: str, b: _Builder) -> None:
     container = " ".join(
         s for s in (_str_field(meta, "container-title"), _str_field(meta, "booktitle")) if s
     ).lower()
-    venue = _str_field(meta, "venue") or next(
-        (v for key, v in _CONTAINER_VENUES if key in container), None
-    ) or ("PMLR" if volume else None)
+    venue = (
+        _str_field(meta, "venue")
+        or next((v for key, v in _CONTAINER_VENUES if key in container), None)
+        or ("PMLR" if volume else None)
+    )
     issued = meta.get("issued")
     parts = issued.get("date-parts") if isinstance(issued, dict) else None
-    year = _to_year(meta.get("year")) or _to_year(meta.get("date")) or (
-        _to_year(parts[0][0]) if isinstance(parts, list) and parts and isinstance(parts[0], list)
-        and parts[0] else None
+    year = (
+        _to_year(meta.get("year"))
+        or _to_year(meta.get("date"))
+        or (
+            _to_year(parts[0][0])
+            if isinstance(parts, list) and parts and isinstance(parts[0], list) and parts[0]
+            else None
+        )
     )
-    b.add(ordinal=1, line=abs_line, abstract=meta.get("abstract"), title=_str_field(meta, "title"),
-          authors=meta.get("author", meta.get("authors")), url=url, own_id=pid, venue=venue,
-          year=year, links=links, clean=_clean_markup)
+    b.add(
+        ordinal=1,
+        line=abs_line,
+        abstract=meta.get("abstract"),
+        title=_str_field(meta, "title"),
+        authors=meta.get("author", meta.get("authors")),
+        url=url,
+        own_id=pid,
+        venue=venue,
+        year=year,
+        links=links,
+        clean=_clean_markup,
+    )
 
 
 _LOADERS: dict[str, Callable[[str, _Builder], None]] = {
-    ".txt": _load_seed, ".jsonl": _load_jsonl, ".json": _load_json, ".csv": _load_csv,
-    ".md": _load_post, ".markdown": _load_post,
+    ".txt": _load_seed,
+    ".jsonl": _load_jsonl,
+    ".json": _load_json,
+    ".csv": _load_csv,
+    ".md": _load_post,
+    ".markdown": _load_post,
 }
 
 
@@ -462,8 +549,11 @@ def load_file(path: Path, *, rel: str, source: str) -> tuple[list[Paper], list[C
     b = _Builder(rel, source)
     loader = _LOADERS.get(path.suffix.lower())
     if loader is None:
-        b.error(None, f"unsupported file type {path.suffix or '(none)'!r}; expected one of "
-                      f"{', '.join(SUPPORTED_EXTENSIONS)}")
+        b.error(
+            None,
+            f"unsupported file type {path.suffix or '(none)'!r}; expected one of "
+            f"{', '.join(SUPPORTED_EXTENSIONS)}",
+        )
         return b.papers, b.errors
     try:
         text = _read_text(path)
@@ -499,11 +589,17 @@ def load_corpus(paths: Sequence[Path | str], *, dedup_threshold: float = 0.6) ->
             continue
         if p.is_dir():
             root = p.resolve()
-            jobs = [(f, f"{root.name}/{f.relative_to(root).as_posix()}", root.name)
-                    for f in _walk(root)]
+            jobs = [
+                (f, f"{root.name}/{f.relative_to(root).as_posix()}", root.name) for f in _walk(root)
+            ]
             if not jobs:
-                errors.append(CorpusError(str(given), None, "folder has no corpus files ("
-                                          f"{', '.join(SUPPORTED_EXTENSIONS)})"))
+                errors.append(
+                    CorpusError(
+                        str(given),
+                        None,
+                        f"folder has no corpus files ({', '.join(SUPPORTED_EXTENSIONS)})",
+                    )
+                )
         else:
             jobs = [(p.resolve(), p.name, p.stem)]
         for f, rel, source in jobs:
@@ -531,7 +627,7 @@ def _shingles(text: str) -> set[int]:
     tokens = _NORM_TOKEN.findall(html.unescape(_TAG.sub(" ", text)).lower())
     if len(tokens) < _SHINGLE:
         return {hash(tuple(tokens))} if tokens else set()
-    return {hash(tuple(tokens[i:i + _SHINGLE])) for i in range(len(tokens) - _SHINGLE + 1)}
+    return set(map(hash, zip(tokens, tokens[1:], tokens[2:], strict=False)))
 
 
 def _similar(a: set[int], b: set[int], inter: int, threshold: float) -> bool:
@@ -543,8 +639,13 @@ def _similar(a: set[int], b: set[int], inter: int, threshold: float) -> bool:
 
 
 def _richness(p: Paper) -> tuple[int, int, int, int, int]:
-    return (not p.title_derived, bool(p.authors), bool(p.url or p.links), _has_own_id(p),
-            p.venue is not None)
+    return (
+        not p.title_derived,
+        bool(p.authors),
+        bool(p.url or p.links),
+        _has_own_id(p),
+        p.venue is not None,
+    )
 
 
 def _merge_group(group: list[Paper]) -> Paper:
@@ -579,11 +680,12 @@ def merge_duplicates(papers: list[Paper], threshold: float) -> tuple[list[Paper]
 
     Candidates come from an inverted index over shingles, so the cost is about
     linear in corpus size; very common shingles are not used to find candidates.
-    Returns the papers (first-appearance order) and the number of records merged away."""
+    Returns the papers (first-appearance order) and the number of records merged away.
+    A threshold outside (0, 1] disables merging."""
     if threshold <= 0 or threshold > 1 or len(papers) < 2:
         return list(papers), 0
     sets = [_shingles(p.abstract) for p in papers]
-    postings: dict[int, list[int]] = defaultdict(list)
+    postings: dict[int, list[int]] = {}
     parent = list(range(len(papers)))
 
     def find(i: int) -> int:
@@ -593,12 +695,14 @@ def merge_duplicates(papers: list[Paper], threshold: float) -> tuple[list[Paper]
         return i
 
     for i, s in enumerate(sets):
-        counts: dict[int, int] = defaultdict(int)
+        counts: dict[int, int] = {}
         for sh in s:
-            plist = postings[sh]
-            if len(plist) <= _POSTING_CAP:
+            plist = postings.get(sh)
+            if plist is None:
+                postings[sh] = [i]
+            elif len(plist) <= _POSTING_CAP:
                 for j in plist:
-                    counts[j] += 1
+                    counts[j] = counts.get(j, 0) + 1
                 plist.append(i)
         # the exact check only for candidates that could reach the threshold
         # (counts are lower bounds: capped shingles are not counted, hence the slack)
@@ -633,8 +737,14 @@ def _unique_ids(papers: list[Paper]) -> list[CorpusError]:
                 n += 1
             new = f"{p.paper_id}~{n}"
             prov = p.provenance[0]
-            errors.append(CorpusError(prov.path, prov.line, f"duplicate id {p.paper_id!r} for a "
-                                      f"different paper; loaded as {new!r}"))
+            errors.append(
+                CorpusError(
+                    prov.path,
+                    prov.line,
+                    f"id {p.paper_id!r} is already used by another paper; "
+                    f"loaded as {new!r} (give records their own ids or files distinct names)",
+                )
+            )
             p.paper_id = new
             taken.add(new)
         seen.add(p.paper_id)
@@ -647,6 +757,9 @@ def _distinct_labels(papers: list[Paper]) -> None:
     used = {p.title.lower() for p in papers if not p.title_derived}
     for p in papers:
         if not p.title_derived:
+            continue
+        if p.title.lower() not in used:
+            used.add(p.title.lower())
             continue
         label = next((c for c in label_candidates(p.abstract) if c.lower() not in used), None)
         if label is None:

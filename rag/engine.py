@@ -80,6 +80,14 @@ class Engine:
                 self._llm = make_llm(self.settings)
             return self._llm
 
+    def warm(self, llm: bool = True) -> None:
+        """Load the models now, so the first question's timings are honest."""
+        self._get_embedder().embed_query("warm up")
+        if llm:
+            model = self._get_llm()
+            if hasattr(model, "_load"):
+                model._load()
+
     @property
     def llm_name(self) -> str:
         if self._llm is not None:

@@ -47,22 +47,117 @@ _OUR = re.compile(r"\b[Oo]ur\s+(?:(?:novel|new|proposed)\s+)?")
 _TOKEN = r"[A-Za-z0-9][\w\-+.]*[\w+]|[A-Za-z0-9]"
 _SMALL = {"of", "for", "and", "with", "then", "via", "to", "in", "on", "the", "a", "from", "by"}
 _LEADING_FILLER = {
-    "a", "an", "the", "novel", "new", "simple", "first", "our", "two", "several", "some",
-    "efficient", "effective", "unified", "general", "principled", "surprisingly",
+    "a",
+    "an",
+    "the",
+    "novel",
+    "new",
+    "simple",
+    "first",
+    "our",
+    "two",
+    "several",
+    "some",
+    "efficient",
+    "effective",
+    "unified",
+    "general",
+    "principled",
+    "surprisingly",
 }
 _TRAILING_STOP = _SMALL | {"an", "or", "its", "their", "both", "each", "as", "at", "is", "are"}
-_PREPS = {"of", "for", "with", "to", "in", "on", "by", "via", "from", "across", "under", "at"}
-_DEMONSTRATIVE = {"this", "these", "those", "such", "that", "it", "they", "them"}
+_PREPS = {
+    "of",
+    "for",
+    "with",
+    "to",
+    "in",
+    "on",
+    "by",
+    "via",
+    "from",
+    "across",
+    "under",
+    "at",
+    "before",
+    "after",
+    "without",
+    "when",
+    "while",
+    "where",
+}
+_DEMONSTRATIVE = {"this", "these", "those", "such", "it", "they", "them"}
 _GENERIC = {
-    "theoretical", "framework", "approach", "method", "methods", "novel", "new", "unified",
-    "general", "simple", "study", "analysis", "empirical", "comprehensive", "mathematical",
-    "theory", "model", "models", "algorithm", "technique", "problem", "results", "insights",
-    "large-scale", "systematic", "understanding", "mechanistic", "way", "work",
+    "theoretical",
+    "framework",
+    "approach",
+    "method",
+    "methods",
+    "novel",
+    "new",
+    "unified",
+    "general",
+    "simple",
+    "study",
+    "analysis",
+    "empirical",
+    "comprehensive",
+    "mathematical",
+    "theory",
+    "model",
+    "models",
+    "algorithm",
+    "technique",
+    "problem",
+    "results",
+    "insights",
+    "large-scale",
+    "systematic",
+    "understanding",
+    "mechanistic",
+    "way",
+    "work",
 }
 _COMMON_ACRONYMS = {
-    "llm", "llms", "rl", "ai", "ml", "nlp", "gpu", "gpus", "cpu", "dnn", "dnns", "cnn", "cnns",
-    "gnn", "gnns", "mdp", "mdps", "sgd", "api", "apis", "sota", "ood", "iid", "kl", "vae", "gan",
-    "mlp", "mlps", "rnn", "lstm", "bert", "gpt", "vit", "clip", "pde", "ode", "sde", "ii", "iii",
+    "llm",
+    "llms",
+    "rl",
+    "ai",
+    "ml",
+    "nlp",
+    "gpu",
+    "gpus",
+    "cpu",
+    "dnn",
+    "dnns",
+    "cnn",
+    "cnns",
+    "gnn",
+    "gnns",
+    "mdp",
+    "mdps",
+    "sgd",
+    "api",
+    "apis",
+    "sota",
+    "ood",
+    "iid",
+    "kl",
+    "vae",
+    "gan",
+    "mlp",
+    "mlps",
+    "rnn",
+    "lstm",
+    "bert",
+    "gpt",
+    "vit",
+    "clip",
+    "pde",
+    "ode",
+    "sde",
+    "ii",
+    "iii",
 }
 _NAME_SUFFIX_BLOCK = re.compile(
     r"-(?:based|aware|free|level|like|style|driven|specific|agnostic|wise|guided|scale|order|"
@@ -72,12 +167,26 @@ _NAME_SUFFIX_BLOCK = re.compile(
 _BOUNDARY = re.compile(
     r"\s*(?:[,;:.!?\[]|---|--|\u2014|\u2013|\s-\s)\s*|"
     r"\s+(?:that|which|where|when|while|whereas|by|through|showing|allowing|enabling|leading|"
-    r"resulting|designed|equipped|aimed|compared|targeting|wherein|whose|so)\b",
+    r"resulting|designed|equipped|aimed|compared|targeting|wherein|whose|so)\b|"
+    r"\s+and\s+(?:we\s+)?(?:propose|introduce|present|show|develop|design|demonstrate|find|prove|"
+    r"use|analy[sz]e|study|evaluate|observed?|achieve|obtain|provide)\b",
     re.IGNORECASE,
 )
 _HEAD_NOUNS = {"dataset", "benchmark", "suite", "corpus", "benchmarks", "datasets"}
-_LY_KEEP = {"family", "assembly", "anomaly", "supply", "reply", "apply", "multiply", "italy",
-            "monopoly", "butterfly", "poly", "doubly"}
+_LY_KEEP = {
+    "family",
+    "assembly",
+    "anomaly",
+    "supply",
+    "reply",
+    "apply",
+    "multiply",
+    "italy",
+    "monopoly",
+    "butterfly",
+    "poly",
+    "doubly",
+}
 
 
 def _prep(text: str) -> str:
@@ -107,10 +216,10 @@ def _strong_name(tok: str, prior: str) -> bool:
         return False
     if tok.lower().rstrip("s") in _COMMON_ACRONYMS:
         return False
-    shaped = (
-        re.search(r"[a-z][A-Z]|[A-Z]{2}", tok) is not None
-        or (re.search(r"\d", tok) is not None and re.search(r"[A-Za-z]", tok) is not None
-            and tok[0].isupper())
+    shaped = re.search(r"[a-z][A-Z]|[A-Z]{2}", tok) is not None or (
+        re.search(r"\d", tok) is not None
+        and re.search(r"[A-Za-z]", tok) is not None
+        and tok[0].isupper()
     )
     return shaped and not _appears(tok, prior)
 
@@ -118,8 +227,10 @@ def _strong_name(tok: str, prior: str) -> bool:
 def _weak_name(tok: str, prior: str) -> bool:
     """A capitalised word right after "we present": "Packrat", "Cape"."""
     return (
-        tok[:1].isupper() and tok.lower() not in _SMALL | _LEADING_FILLER | _DEMONSTRATIVE
-        and tok.lower() not in _COMMON_ACRONYMS and not _appears(tok, prior)
+        tok[:1].isupper()
+        and tok.lower() not in _SMALL | _LEADING_FILLER | _DEMONSTRATIVE
+        and tok.lower() not in _COMMON_ACRONYMS
+        and not _appears(tok, prior)
     )
 
 
@@ -138,7 +249,9 @@ def _skip_filler(tail: str) -> str:
 
 _PHRASE_ACR = re.compile(r"((?:[\w\-']+\s+){0,5}[\w\-']+)\s*\(([^()\s]{2,20})\)")
 _TITLE_WORD = r"[A-Z][\w\-']*"
-_TITLE_PHRASE = re.compile(rf"({_TITLE_WORD}(?:\s+(?:{_TITLE_WORD}|of|for|and|with|then|via|to|on|in))*)")
+_TITLE_PHRASE = re.compile(
+    rf"({_TITLE_WORD}(?:\s+(?:{_TITLE_WORD}|of|for|and|with|then|via|to|on|in))*)"
+)
 
 
 def _name_from_object(tail: str, prior: str, *, any_phrase_acr: bool) -> str | None:
@@ -148,8 +261,10 @@ def _name_from_object(tail: str, prior: str, *, any_phrase_acr: bool) -> str | N
         return None
     # 1. a name token directly: "ShieldAgent, the first ...", "MILS: ...", "MELON (..."
     m = re.match(rf"({_TOKEN})(?=\s*(?:[,:;(]|$)|\s+(?:which|that|is|as|for|to|in|with)\b)", obj)
-    if m and (_strong_name(m.group(1), prior) or (_weak_name(m.group(1), prior) and
-                                                   re.match(r"\s*[,:(]", obj[m.end():]))):
+    if m and (
+        _strong_name(m.group(1), prior)
+        or (_weak_name(m.group(1), prior) and re.match(r"\s*[,:(]", obj[m.end() :]))
+    ):
         return m.group(1)
     m = re.match(rf"({_TOKEN})\s+({'|'.join(_HEAD_NOUNS)})\b", obj)
     if m and _strong_name(m.group(1), prior):  # "the ToT dataset"
@@ -159,8 +274,10 @@ def _name_from_object(tail: str, prior: str, *, any_phrase_acr: bool) -> str | N
     if m and not _CALLED.search(m.group(1)):  # "a task called X (Y)" is the caller's job
         phrase, acr = m.group(1), m.group(2)
         title_case = re.fullmatch(_TITLE_PHRASE, phrase) is not None
-        if (title_case or any_phrase_acr) and not _appears(acr, prior) and (
-            _strong_name(acr, prior) or acr.isupper()
+        if (
+            (title_case or any_phrase_acr)
+            and not _appears(acr, prior)
+            and (_strong_name(acr, prior) or acr.isupper())
         ):
             return _acronym_label(phrase, acr)
     # 3. a strong name token within the first words, ending an apposition: "..., LEMoN, a method"
@@ -172,7 +289,11 @@ def _name_from_object(tail: str, prior: str, *, any_phrase_acr: bool) -> str | N
     if m:
         phrase = m.group(1)
         caps = [w for w in phrase.split() if w[:1].isupper()]
-        if len(caps) >= 2 and len(phrase.split()) <= 6 and not _appears(phrase.lower(), prior.lower()):
+        if (
+            len(caps) >= 2
+            and len(phrase.split()) <= 6
+            and not _appears(phrase.lower(), prior.lower())
+        ):
             return phrase
     return None
 
@@ -184,22 +305,26 @@ def _named_candidates(sents: list[str]) -> list[str]:
         prior = " ".join(sents[:i])
         found: list[tuple[int, str, bool]] = []
         for m in _CALLED.finditer(sent):
-            tail = sent[m.end():]
+            tail = sent[m.end() :]
             qm = re.match(r'"([^"]{3,60})"\s*\(([^()\s]{2,20})\)', tail)
-            name = (_acronym_label(qm.group(1), qm.group(2)) if qm else
-                    _name_from_object(tail, prior + " " + sent[:m.start()], any_phrase_acr=True))
+            name = (
+                _acronym_label(qm.group(1), qm.group(2))
+                if qm
+                else _name_from_object(tail, prior + " " + sent[: m.start()], any_phrase_acr=True)
+            )
             if name:
                 found.append((m.start(), name, bool(m.group(1))))
         for m in _CONTRIB.finditer(sent):
             if not re.fullmatch(_VERBS_NAME, m.group(1).lower()):
                 continue
-            name = _name_from_object(sent[m.end():], prior + " " + sent[:m.start()],
-                                     any_phrase_acr=True)
+            name = _name_from_object(
+                sent[m.end() :], prior + " " + sent[: m.start()], any_phrase_acr=True
+            )
             if name:
                 found.append((m.start(), name, False))
         for m in _OUR.finditer(sent):
-            pm = re.match(rf"{_TITLE_PHRASE.pattern}\s*\(([^()\s]{{2,20}})\)", sent[m.end():])
-            if pm and not _appears(pm.group(2), prior + " " + sent[:m.start()]):
+            pm = re.match(rf"{_TITLE_PHRASE.pattern}\s*\(([^()\s]{{2,20}})\)", sent[m.end() :])
+            if pm and not _appears(pm.group(2), prior + " " + sent[: m.start()]):
                 found.append((m.start(), _acronym_label(pm.group(1), pm.group(2)), False))
         for _, name, is_task in sorted(found, key=lambda f: f[0]):
             (late if is_task else names).append(name)
@@ -207,7 +332,7 @@ def _named_candidates(sents: list[str]) -> list[str]:
 
 
 def _substitute_acronyms(text: str) -> str:
-    """"the Conditional Average Treatment Effect (CATT)" -> "the CATT"; drop other (...)."""
+    """ "the Conditional Average Treatment Effect (CATT)" -> "the CATT"; drop other (...)."""
 
     def repl(m: re.Match[str]) -> str:
         acr = m.group(2)
@@ -221,32 +346,39 @@ def _substitute_acronyms(text: str) -> str:
             return " ".join(words[:keep] + [acr])
         return m.group(1)
 
-    text = re.sub(r"([^()]*?)\s*\(([^()\s]{2,15})\)", repl, text)
+    # anchored at the start or after ")" so a paren-free text is scanned once, not n^2
+    text = re.sub(r"(?:^|(?<=\)))([^()]*?)\s*\(([^()\s]{2,15})\)", repl, text)
     return re.sub(r"\s*\([^()]*\)", "", text)
 
 
 def _phrase(tail: str, *, clause: bool = False) -> str | None:
     """A short topic phrase from the start of ``tail`` (the object of a contribution verb)."""
-    t = _substitute_acronyms(tail.strip())
-    t = _BOUNDARY.split(t, maxsplit=1)[0]
+    full = _substitute_acronyms(" ".join(tail.split()[:60]))  # a label needs only the start
+    t = _BOUNDARY.split(full, maxsplit=1)[0]
+    if len(t.split()) <= 2 and re.match(r"\s+(?:that|which)\b", full[len(t) :]):
+        # "a scanner that flags X": one noun says little, keep its relative clause
+        t = re.split(r"[,;:.!?]", full, maxsplit=1)[0]
     if clause:  # "that X can be ..." -> subject + verb phrase up to an auxiliary
         t = re.split(r"\s+(?:can|could|should|would|may|might|will|are|is|was|were)\s+", t)[0]
-    words = [w for w in t.split() if not (w.lower().endswith("ly") and len(w) >= 6
-                                          and w.lower() not in _LY_KEEP)]
+    words = [
+        w
+        for w in t.split()
+        if not (w.lower().endswith("ly") and len(w) >= 6 and w.lower() not in _LY_KEEP)
+    ]
     words = [w for w in words if w.lower() not in {"indeed", "also", "further"}]
     while words and words[0].lower() in _LEADING_FILLER:
         words.pop(0)
     low = " ".join(words).lower()
     for prefix in ("problem of ", "study of ", "the study of ", "question of "):
         if low.startswith(prefix):
-            words = words[len(prefix.split()):]
-            low = low[len(prefix):]
+            words = words[len(prefix.split()) :]
+            low = low[len(prefix) :]
     while words and words[0].lower() in _LEADING_FILLER:
         words.pop(0)
     if len(words) > MAX_WORDS:  # "comprehensive empirical study on how X" -> "how X"
         head = next((i for i, w in enumerate(words) if w.lower() not in _GENERIC), 0)
         if head and words[head].lower() in {"of", "on", "for", "into"} and len(words) - head > 3:
-            words = words[head + 1:]
+            words = words[head + 1 :]
     if len(words) > MAX_WORDS:
         words = words[:MAX_WORDS]
         cut = max((i for i in range(3, MAX_WORDS) if words[i].lower() in _PREPS), default=None)
@@ -266,12 +398,14 @@ def _phrase(tail: str, *, clause: bool = False) -> str | None:
 
 def _topic_candidates(sents: list[str]) -> list[str]:
     """Contribution phrases: "we propose X" before "we study X" before "we show that X"."""
-    found: list[tuple[int, int, str]] = []
+    found: list[tuple[int, int, int, str]] = []
     for i, sent in enumerate(sents):
         main_rank: int | None = None
         for m in _CONTRIB.finditer(sent):
             verb = m.group(1).lower()
-            rank = 0 if re.fullmatch(_VERBS_FIRST, verb) else 2 if verb.endswith("that") else 1
+            rank = own = (
+                0 if re.fullmatch(_VERBS_FIRST, verb) else 2 if verb.endswith("that") else 1
+            )
             if m.group(0).lower().startswith("and"):
                 # "we study X and propose Y": Y ranks no higher than the sentence's main verb
                 if main_rank is None:
@@ -279,17 +413,18 @@ def _topic_candidates(sents: list[str]) -> list[str]:
                 rank = max(rank, main_rank)
             else:
                 main_rank = rank
-            phrase = _phrase(sent[m.end():], clause=verb.endswith("that"))
+            phrase = _phrase(sent[m.end() :], clause=verb.endswith("that"))
             if phrase:
-                found.append((rank, i, phrase))
-    return [p for _, _, p in sorted(found, key=lambda f: (f[0], f[1]))]
+                found.append((rank, i, own, phrase))
+    return [f[3] for f in sorted(found, key=lambda f: f[:3])]
 
 
 def _first_sentence_phrase(sents: list[str]) -> str | None:
     if not sents:
         return None
-    s = re.sub(r"^(?:In|Over|Recently|Despite|While|Although|Since|With)\b[^,]{0,80},\s*", "",
-               sents[0])
+    s = re.sub(
+        r"^(?:In|Over|Recently|Despite|While|Although|Since|With)\b[^,]{0,80},\s*", "", sents[0]
+    )
     return _phrase(s, clause=True)
 
 

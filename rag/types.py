@@ -138,6 +138,7 @@ class SentenceSupport:
     supported: bool
     paper_id: str | None = None
     evidence: str | None = None  # the supporting passage text
+    contentless: bool = False  # e.g. "Here is what I found:"; needs no source
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

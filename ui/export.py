@@ -16,14 +16,14 @@ import re
 import tempfile
 import unicodedata
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rag.types import ASPECT_LABELS, ASPECTS, Answer, Comparison, Paper
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _paper_line(p: Paper) -> str:

@@ -1,0 +1,202 @@
+"""End to end: a small eval through the real engine (real MiniLM index from
+the session fixture) with a fake LLM; checks the run folder, the numbers in
+summary.json and report.md, the plots, ``eval compare`` and the CLI wiring."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from eval import metrics as M
+from eval.dataset import load_questions
+from eval.runner import RunConfig, load_run, run_eval
+from rag.config import Settings
+from rag.engine import Engine
+from rag.llm import FakeLLM
+
+pytestmark = pytest.mark.slow  # real MiniLM
+
+QUESTIONS = [
+    {"id": "f1", "type": "fact",
+     "question": "By how much does ShieldAgent outperform prior methods, and with what recall?",
+     "gold": [{"path": "icml2025/000_df6f3840f2208585.txt", "ordinal": 1}],
+     "must_include": ["11.3%", "90.1%"]},
+    {"id": "f2", "type": "fact",
+     "question": "What does ShieldAgent construct from policy documents?",
+     "gold": [{"path": "icml2025/000_df6f3840f2208585.txt", "ordinal": 1}],
+     "must_include": ["a phrase no answer contains"]},
+    {"id": "t1", "type": "topic",
+     "question": "Which papers build guardrails or safety policies for autonomous agents?",
+     "gold": [{"path": "data/icml2025/000_df6f3840f2208585.txt", "ordinal": 1},
+              {"path": "icml2025/no_such_file.txt", "ordinal": 1}],
+     "must_include": []},
+    {"id": "u1", "type": "unanswerable",
+     "question": "What is the best hydration ratio for a sourdough bread loaf?",
+     "gold": [], "must_include": []},
+]
+
+
+def echo_best_sentence(messages: list[dict]) -> str:
+    """Fake LLM: the excerpt-[1] sentence sharing most words with the question, cited [1]."""
+    user = messages[-1]["content"]
+    m = re.search(r"^\[1\] [^:]*: (.*)$", user, re.MULTILINE)
+    q = re.search(r"Question: (.*)", user)
+    if not m or not q:
+        return "NOT FOUND"
+    qwords = set(re.findall(r"[a-z0-9]+", q.group(1).lower()))
+    sents = [s for s in re.split(r"(?<=[.!?])\s+|\s…\s", m.group(1)) if len(s) > 20]
+    best = max(sents, key=lambda s: len(qwords & set(re.findall(r"[a-z0-9]+", s.lower()))))
+    return best.rstrip(".") + " [1]."
+
+
+@pytest.fixture
+def qset(tmp_path: Path) -> Path:
+    p = tmp_path / "set.jsonl"
+    p.write_text("\n".join(json.dumps(q) for q in QUESTIONS) + "\n", encoding="utf-8")
+    return p
+
+
+@pytest.fixture
+def index_copy(real_index_dir: Path, tmp_path: Path) -> Path:
+    d = tmp_path / "base" / "eval"  # where `aqa eval run --data-dir base` looks
+    shutil.copytree(real_index_dir, d)
+    return d
+
+
+def run(index: Path, qset: Path, out: Path, llm: FakeLLM) -> tuple[dict, list[dict]]:
+    eng = Engine(Settings(_env_file=None, data_dir=index), llm=llm)
+    cfg = RunConfig(set_path=qset, use_llm=True, label="e2e", n_boot=200)
+    run_eval(eng, load_questions(qset), cfg, out, progress=lambda _m: None)
+    return load_run(out)
+
+
+def test_eval_run_report_and_compare(index_copy: Path, qset: Path, tmp_path: Path):
+    llm = FakeLLM(fn=echo_best_sentence)
+    out_a = tmp_path / "run_a"
+    summary, recs = run(index_copy, qset, out_a, llm)
+
+    # --- files ---
+    for name in ("results.jsonl", "summary.json", "report.md", "metrics_by_type.png",
+                 "latency.png"):
+        assert (out_a / name).is_file(), name
+    for png in ("metrics_by_type.png", "latency.png"):
+        data = (out_a / png).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+    assert [r["id"] for r in recs] == ["f1", "f2", "t1", "u1"]
+    by_id = {r["id"]: r for r in recs}
+
+    # --- per-question facts that follow from the corpus and the fake ---
+    f1 = by_id["f1"]["metrics"]
+    assert f1["hit@1"] == 1.0 and f1["mrr"] == 1.0 and f1["first_gold_rank"] == 1
+    assert f1["must_include_recall"] == 1.0, by_id["f1"]["answer"]["answer"]
+    assert f1["citation_recall"] == 1.0 and f1["citation_precision"] == 1.0
+    assert f1["pass"] == 1.0
+    assert by_id["f2"]["metrics"]["must_include_recall"] == 0.0
+    assert by_id["f2"]["metrics"]["pass"] == 0.0
+    # the gold path given with a longer prefix still matches; the missing file never does
+    t1 = by_id["t1"]["metrics"]
+    assert t1["recall@10"] == 0.5 and t1["citation_recall"] == 0.5 and t1["pass"] == 1.0
+    u1 = by_id["u1"]["metrics"]
+    assert u1["correct_decline"] == 1.0 and u1["hit@k"] is None and u1["pass"] == 1.0
+    assert by_id["u1"]["answer"]["declined"]
+    assert len(llm.calls) == 3  # the unanswerable one declined before the LLM
+
+    # --- summary numbers are the means of the per-question numbers ---
+    for name, v in summary["overall"].items():
+        vals = [r["metrics"].get(name) for r in recs]
+        assert v["mean"] == pytest.approx(M.mean(vals)) if M.mean(vals) is not None \
+            else v["mean"] is None, name
+    assert summary["overall"]["pass"]["mean"] == pytest.approx(0.75)
+    assert summary["by_type"]["fact"]["must_include_recall"]["mean"] == pytest.approx(0.5)
+    assert summary["n_by_type"] == {"fact": 2, "topic": 1, "unanswerable": 1}
+    assert summary["failed_ids"] == ["f2"]
+    assert summary["latency_ms"]["total_ms"]["n"] == 4
+    assert summary["run"]["corpus"]["papers"] == 57
+
+    # --- the report shows those numbers ---
+    md = (out_a / "report.md").read_text()
+    k = summary["k"]
+    assert f"| hit@{k} | {summary['overall']['hit@k']['mean']:.3f} |" in md
+    assert "| pass | 0.750 |" in md
+    assert "| must_include_recall | 0.500 |" in md  # f1 1.0, f2 0.0; others have none
+    assert "![metrics by type](metrics_by_type.png)" in md
+    assert "## Failed questions (1)" in md and "### f2 (fact)" in md
+    assert "| f1 | fact | ✅ |" in md and "| u1 | unanswerable | ✅ |" in md
+
+    # --- compare: a run whose LLM never finds anything breaks every answerable pass ---
+    out_b = tmp_path / "run_b"
+    run(index_copy, qset, out_b, FakeLLM(reply="NOT FOUND"))
+    from eval.compare import compare_runs, render_comparison
+
+    c = compare_runs(out_a, out_b)
+    assert [i["id"] for i in c["flips"]["broken"]] == ["f1", "t1"]
+    assert c["flips"]["fixed"] == [] and c["flips"]["retrieval_broken"] == []
+    assert c["overall"]["wrong_decline"]["delta"] == pytest.approx(1.0)
+    text = render_comparison(c)
+    assert "Broken (pass → fail): 2" in text and "`t1`" in text
+
+
+def test_cli_retrieval_only_run_and_compare(index_copy: Path, qset: Path, tmp_path: Path,
+                                           capsys):
+    from eval.cli import main
+
+    base = index_copy.parent
+    out = tmp_path / "cli_run"
+    rc = main(["eval", "run", "--no-llm", "--set", str(qset), "--out", str(out),
+               "--data-dir", str(base), "--retriever", "bm25"])
+    assert rc == 0
+    summary, recs = load_run(out)
+    assert summary["use_llm"] is False and summary["run"]["settings"]["retriever"] == "bm25"
+    assert "citation_precision" not in summary["overall"]
+    assert all(r["answer"] is None for r in recs)
+    assert summary["overall"]["hit@1"]["mean"] is not None
+    printed = capsys.readouterr().out
+    assert "hit@1" in printed and str(out / "report.md") in printed
+
+    rc = main(["eval", "compare", str(out), str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "Fixed (fail → pass): 0" in text and "Broken (pass → fail): 0" in text
+
+
+def test_bad_question_set_is_a_clean_error(tmp_path: Path, capsys):
+    from eval.cli import main
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x", "question": "q?", "type": "fact", "gold": []}\n')
+    assert main(["eval", "run", "--set", str(bad), "--data-dir", str(tmp_path)]) == 2
+    assert "bad.jsonl:1" in capsys.readouterr().err
+
+
+def test_ablation_table(tmp_path: Path, qset: Path):
+    """Two configurations, each in its own data dir, tabulated with the command."""
+    from conftest import FakeEmbedding
+
+    from eval.ablate import run_ablation
+    from rag.config import BUNDLED_CORPUS
+
+    out = tmp_path / "abl"
+    res = run_ablation(
+        load_questions(qset), set_path=qset, out_dir=out,
+        base_overrides={"_env_file": None}, data_root=tmp_path / "data",
+        corpus=[BUNDLED_CORPUS], configs=["bm25", "hybrid-no-floor"],
+        embed_model=FakeEmbedding(),
+    )
+    assert (tmp_path / "data" / "ablate" / "bm25" / "catalog.sqlite").is_file()
+    assert (tmp_path / "data" / "ablate" / "hybrid-no-floor" / "catalog.sqlite").is_file()
+    saved = json.loads((out / "ablation.json").read_text())
+    assert list(saved["configs"]) == ["bm25", "hybrid-no-floor"]
+    assert saved["configs"]["bm25"]["overrides"] == {"retriever": "bm25"}
+    for name in ("bm25", "hybrid-no-floor"):
+        s, recs = load_run(out / name)
+        assert s["run"]["settings"]["retriever"] == ("bm25" if name == "bm25" else "hybrid")
+        assert saved["configs"][name]["overall"]["hit@1"] == s["overall"]["hit@1"]["mean"]
+    # no floor: nothing is declined for distance, so the unanswerable one is not caught
+    assert saved["configs"]["hybrid-no-floor"]["overall"]["floor_correct_decline"] == 0.0
+    md = (out / "ablation.md").read_text()
+    assert md == res["table"]
+    assert "| bm25 | retriever=bm25 |" in md and "| hybrid-no-floor | relevance_floor=0.0 |" in md

@@ -1,0 +1,511 @@
+"""The Gradio app (`aqa serve`): chat with cited papers, side-by-side
+comparison and a paper browser, all driven by the ``rag.Engine`` API.
+
+This module owns the layout, the per-session state and the event handlers;
+it holds no retrieval or prompting logic. Every string it shows is built by
+``ui.render`` (escaped), and every download by ``ui.export``. Engine calls
+that involve the LLM run in a worker thread under ``settings.ui_timeout`` so
+a slow or unreachable model ends in a clear message, never a frozen spinner.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import queue
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from rag.config import Settings, get_settings, setup_offline_env
+
+setup_offline_env()  # before gradio is imported: analytics off, offline hubs
+
+import gradio as gr  # noqa: E402
+
+from rag.errors import AqaError  # noqa: E402
+from rag.types import Answer, Comparison, Filters, Paper  # noqa: E402
+from ui import export, render  # noqa: E402
+
+log = logging.getLogger(__name__)
+
+PAPER_LIST_LIMIT = 60  # papers shown in the browser before a search narrows them
+SEARCH_LIMIT = 15
+
+
+class UITimeout(AqaError):
+    """An answer or comparison took longer than ``settings.ui_timeout``."""
+
+
+@dataclass
+class Turn:
+    """One chat exchange kept in the session state (``answer`` None = failed)."""
+
+    question: str
+    answer: Answer | None
+
+
+def run_with_deadline(make_iter: Callable[[], Iterable[Any]], timeout: float,
+                      what: str = "The answer") -> Iterator[Any]:
+    """Iterate ``make_iter()`` in a worker thread, re-yielding its items here.
+
+    Raises the worker's exception, or ``UITimeout`` once ``timeout`` seconds
+    have passed. On timeout or early close the worker stops at its next item
+    and closes the engine generator, which releases the LLM for other users.
+    """
+    q: queue.Queue[tuple[str, Any]] = queue.Queue()
+    cancel = threading.Event()
+
+    def work() -> None:
+        it = None
+        try:
+            it = iter(make_iter())
+            for item in it:
+                if cancel.is_set():
+                    break
+                q.put(("item", item))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            q.put(("error", e))
+        finally:
+            close = getattr(it, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:  # noqa: BLE001 - best effort cleanup
+                    log.debug("closing engine iterator failed", exc_info=True)
+            q.put(("done", None))
+
+    threading.Thread(target=work, name="aqa-ui-worker", daemon=True).start()
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                if remaining <= 0:
+                    raise queue.Empty
+                kind, value = q.get(timeout=remaining)
+            except queue.Empty:
+                raise UITimeout(
+                    f"{what} took longer than {timeout:g} s (AQA_UI_TIMEOUT). The language "
+                    "model may be slow or unreachable; try again or raise the timeout."
+                ) from None
+            if kind == "item":
+                yield value
+            elif kind == "error":
+                raise value
+            else:
+                return
+    finally:
+        cancel.set()
+
+
+def message_text(content: Any) -> str:
+    """Plain text of a chat message's content (str, or Gradio's normalised
+    list of ``{"type": "text", "text": ...}`` parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        return str(content.get("text") or content.get("content") or "")
+    if isinstance(content, (list, tuple)):
+        return " ".join(message_text(c) for c in content if not isinstance(c, (list, tuple)))
+    return ""
+
+
+def _unrender(markdown: str) -> str:
+    """Best-effort plain text of a rendered chat message (fallback only)."""
+    return re.sub(r"\\(.)", r"\1", html.unescape(markdown)).replace(" ▌", "")
+
+
+def error_text(err: BaseException) -> str:
+    if isinstance(err, AqaError):
+        return str(err) or type(err).__name__
+    log.error("unexpected error in the UI", exc_info=err)
+    return f"Unexpected error ({type(err).__name__}): {err}. See the server log."
+
+
+def make_filters(sources: list[str] | None, venues: list[str] | None,
+                 years: list[Any] | None, paper_ids: list[str] | None) -> Filters | None:
+    f = Filters(
+        sources=list(sources) if sources else None,
+        venues=list(venues) if venues else None,
+        years=[int(y) for y in years] if years else None,
+        paper_ids=list(paper_ids) if paper_ids else None,
+    )
+    return None if f.is_empty() else f
+
+
+class AqaUI:
+    """Event handlers, separated from the layout so unit tests can call them."""
+
+    def __init__(self, engine: Any, settings: Settings | None = None) -> None:
+        self.engine = engine
+        self.settings = settings or getattr(engine, "settings", None) or get_settings()
+
+    # ------------------------------------------------------------ catalogue
+
+    def all_papers(self) -> list[Paper]:
+        try:
+            return list(self.engine.papers())
+        except AqaError:
+            return []
+
+    def paper_choices(self, papers: list[Paper] | None = None) -> list[tuple[str, str]]:
+        papers = self.all_papers() if papers is None else papers
+        return [(render.paper_choice_label(p), p.paper_id) for p in papers]
+
+    def facet_choices(self) -> tuple[list[str], list[str], list[int]]:
+        papers = self.all_papers()
+        try:
+            sources = sorted(self.engine.status().sources)
+        except AqaError:
+            sources = []
+        sources = sources or sorted({p.source for p in papers if p.source})
+        venues = sorted({p.venue for p in papers if p.venue})
+        years = sorted({p.year for p in papers if p.year})
+        return sources, venues, years
+
+    def status_markdown(self) -> str:
+        try:
+            st = self.engine.status()
+        except AqaError as e:
+            return render.md_escape(str(e))
+        if st.papers == 0:
+            return "**No papers are indexed yet.** Run `aqa ingest` (or restart `aqa serve`)."
+        return render.status_markdown(st)
+
+    def example_questions(self) -> list[str]:
+        try:
+            return list(self.engine.example_questions(4))
+        except Exception:  # noqa: BLE001 - examples are optional decoration
+            log.warning("example questions unavailable", exc_info=True)
+            return []
+
+    # ----------------------------------------------------------------- chat
+
+    def engine_history(self, history: list[dict], turns: list[Turn]) -> list[dict]:
+        """Conversation for the engine: the plain answer text kept in ``turns``
+        (not the rendered Markdown shown in the chat), skipping failed turns."""
+        out: list[dict] = []
+        users = [i for i, m in enumerate(history) if m.get("role") == "user"]
+        for n, i in enumerate(users):
+            question = message_text(history[i].get("content"))
+            turn = turns[n] if n < len(turns) else None
+            if turn is not None and turn.question == question:
+                if turn.answer is None:
+                    continue
+                reply = turn.answer.text
+            else:  # history the session state does not know (e.g. edited)
+                nxt = history[i + 1] if i + 1 < len(history) else None
+                if nxt is None or nxt.get("role") != "assistant":
+                    continue
+                reply = _unrender(message_text(nxt.get("content")))
+            out += [{"role": "user", "content": question},
+                    {"role": "assistant", "content": reply}]
+        return out
+
+    def export_buttons(self, turns: list[Turn]) -> tuple[Any, Any, Any]:
+        answers = [t.answer for t in turns if t.answer is not None]
+        if not answers:
+            return tuple(gr.DownloadButton(value=None, interactive=False) for _ in range(3))
+        md = export.write_export(export.conversation_markdown(answers), "conversation", ".md")
+        js = export.write_export(export.conversation_json(answers), "conversation", ".json")
+        papers = [p for p in export.cited_papers(answers) if not p.title_derived]
+        bib = (export.write_export(export.bibtex(papers), "cited-papers", ".bib")
+               if papers else None)
+        return (
+            gr.DownloadButton(value=md, interactive=True),
+            gr.DownloadButton(value=js, interactive=True),
+            gr.DownloadButton(value=bib, interactive=bib is not None),
+        )
+
+    def respond(self, message: str, history: list[dict], sources: list[str] | None,
+                venues: list[str] | None, years: list[Any] | None,
+                paper_ids: list[str] | None, k: float | None,
+                turns: list[Turn] | None) -> Iterator[tuple]:
+        """ChatInterface fn: yields (message, panel, turns, md, json, bib)."""
+        skip = gr.skip()
+        n_prev = sum(1 for m in history if m.get("role") == "user")
+        turns = list(turns or [])[:n_prev]  # undo / clear / retry shrink the history
+        question = (message or "").strip()
+        if not question:
+            yield render.error_markdown("Type a question first."), skip, turns, skip, skip, skip
+            return
+        hist = self.engine_history(history, turns)
+        filters = make_filters(sources, venues, years, paper_ids)
+        yield "_Searching the abstracts…_", skip, skip, skip, skip, skip
+        partial, answer = "", None
+        try:
+            events = run_with_deadline(
+                lambda: self.engine.ask_stream(
+                    question, history=hist, k=int(k) if k else None, filters=filters),
+                self.settings.ui_timeout,
+            )
+            for ev in events:
+                if ev.kind == "token":
+                    partial += ev.text
+                    yield render.stream_markdown(partial), skip, skip, skip, skip, skip
+                elif ev.kind == "status" and not partial:
+                    yield f"_{render.md_escape(ev.text)}_", skip, skip, skip, skip, skip
+                elif ev.kind == "answer":
+                    answer = ev.answer
+            if answer is None:
+                raise AqaError("The engine finished without an answer.")
+        except Exception as e:  # noqa: BLE001 - every failure becomes a chat message
+            msg = error_text(e)
+            turns.append(Turn(question, None))
+            yield (render.error_markdown(msg), render.error_panel(msg), turns,
+                   *self.export_buttons(turns))
+            return
+        turns.append(Turn(question, answer))
+        yield (render.answer_markdown(answer), render.citations_panel(answer), turns,
+               *self.export_buttons(turns))
+
+    def new_chat(self) -> tuple:
+        """Clear the conversation, its state, the panel and the exports."""
+        return ([], [], [], render.citations_panel(None), *self.export_buttons([]),
+                gr.Textbox(value=""))
+
+    # -------------------------------------------------------------- compare
+
+    def compare(self, paper_ids: list[str] | None, query: str | None,
+                progress: gr.Progress = gr.Progress()) -> tuple:  # noqa: B008 - Gradio API
+        """Returns (table html, markdown download, csv download)."""
+        off = gr.DownloadButton(value=None, interactive=False)
+        ids = list(dict.fromkeys(paper_ids or []))
+        query = (query or "").strip()
+        if len(ids) == 1 or (not ids and not query):
+            return (render.error_panel("Pick 2 to 4 papers, or describe a topic to pick them."),
+                    off, off)
+        if len(ids) > 4:
+            return render.error_panel("Compare takes at most 4 papers."), off, off
+        progress(0.1, desc="Comparing papers and writing the synthesis…")
+        try:
+            (cmp,) = list(run_with_deadline(
+                lambda: [self.engine.compare(ids or None, query=None if ids else query)],
+                self.settings.ui_timeout, what="The comparison"))
+        except Exception as e:  # noqa: BLE001 - shown in the tab, never a traceback
+            return render.error_panel(error_text(e)), off, off
+        return self.comparison_outputs(cmp)
+
+    def comparison_outputs(self, cmp: Comparison) -> tuple:
+        md = export.write_export(export.comparison_markdown(cmp), "comparison", ".md")
+        csv = export.write_export(export.comparison_csv(cmp), "comparison", ".csv")
+        return (render.comparison_html(cmp), gr.DownloadButton(value=md, interactive=True),
+                gr.DownloadButton(value=csv, interactive=True))
+
+    # --------------------------------------------------------------- papers
+
+    def search_papers(self, query: str | None) -> tuple[str, Any, str]:
+        """Returns (results html, selectable checkbox group, count line)."""
+        query = (query or "").strip()
+        scores: dict[str, float] = {}
+        try:
+            if query:
+                hits = list(self.engine.search(query, k=SEARCH_LIMIT))
+                papers = [h.paper for h in hits]
+                scores = {h.paper.paper_id: h.score for h in hits}
+                note = f"{len(papers)} best matches for “{render.md_escape(query)}”, best first."
+            else:
+                all_p = list(self.engine.papers())
+                papers = all_p[:PAPER_LIST_LIMIT]
+                note = f"{len(all_p)} papers, by title" + (
+                    f" (first {PAPER_LIST_LIMIT} shown; search to narrow)."
+                    if len(all_p) > PAPER_LIST_LIMIT else ".")
+        except Exception as e:  # noqa: BLE001
+            return render.error_panel(error_text(e)), gr.CheckboxGroup(choices=[], value=[]), ""
+        return (render.papers_html(papers, scores),
+                gr.CheckboxGroup(choices=self.paper_choices(papers), value=[]), note)
+
+    def send_to_compare(self, selected: list[str] | None) -> tuple:
+        ids = list(selected or [])
+        if len(ids) < 2:
+            gr.Warning("Select at least 2 papers to compare.")
+            return gr.skip(), gr.skip()
+        if len(ids) > 4:
+            gr.Warning("Compare takes at most 4 papers; using the first 4.")
+        return gr.Dropdown(value=ids[:4]), gr.Tabs(selected="compare")
+
+    def ask_about(self, selected: list[str] | None) -> tuple:
+        ids = list(selected or [])
+        if not ids:
+            gr.Warning("Select at least one paper to ask about.")
+            return gr.skip(), gr.skip(), gr.skip()
+        gr.Info(f"Chat answers now come only from the {len(ids)} selected paper(s); "
+                "clear “Only these papers” in Settings to search everything.")
+        return gr.Dropdown(value=ids), gr.Accordion(open=True), gr.Tabs(selected="chat")
+
+    def refresh(self) -> tuple:
+        """On page load: corpus status and the choices that depend on it."""
+        papers = self.all_papers()
+        choices = self.paper_choices(papers)
+        sources, venues, years = self.facet_choices()
+        return (
+            self.status_markdown(),
+            gr.Dropdown(choices=choices),
+            gr.Dropdown(choices=choices),
+            gr.CheckboxGroup(choices=sources),
+            gr.Dropdown(choices=venues),
+            gr.Dropdown(choices=years),
+        )
+
+
+def build_app(engine: Any, settings: Settings | None = None) -> gr.Blocks:
+    """The whole app for ``engine`` (a ``rag.Engine`` or a duck-typed stand-in)."""
+    ui = AqaUI(engine, settings)
+    s = ui.settings
+    choices = ui.paper_choices()
+    sources, venues, years = ui.facet_choices()
+    examples = ui.example_questions()
+
+    with gr.Blocks(title="abstracts-qa", analytics_enabled=False) as app:
+        gr.Markdown("## abstracts-qa · grounded answers from paper abstracts")
+        with gr.Tabs(selected="chat") as tabs:
+            with gr.Tab("Chat", id="chat"):
+                turns = gr.State([])
+                panel = gr.HTML(render.citations_panel(None), elem_id="aqa-citations",
+                                label="Cited papers", render=False)
+                dl_md = gr.DownloadButton("Markdown", interactive=False, size="sm",
+                                          elem_id="aqa-export-md", render=False)
+                dl_json = gr.DownloadButton("JSON", interactive=False, size="sm",
+                                            elem_id="aqa-export-json", render=False)
+                dl_bib = gr.DownloadButton("BibTeX", interactive=False, size="sm",
+                                           elem_id="aqa-export-bib", render=False)
+                with gr.Row(equal_height=False):
+                    with gr.Column(scale=3):
+                        with gr.Accordion("Settings: filters and papers to retrieve",
+                                          open=False, elem_id="aqa-settings") as settings_acc:
+                            f_sources = gr.CheckboxGroup(sources, label="Sources (none = all)")
+                            with gr.Row():
+                                f_venues = gr.Dropdown(venues, multiselect=True, value=[],
+                                                       label="Venues (none = all)")
+                                f_years = gr.Dropdown(years, multiselect=True, value=[],
+                                                      label="Years (none = all)")
+                            f_papers = gr.Dropdown(choices, multiselect=True, value=[],
+                                                   filterable=True, elem_id="aqa-only-papers",
+                                                   label="Only these papers (none = all)")
+                            f_k = gr.Slider(1, 15, value=s.top_k, step=1,
+                                            label="Papers to retrieve (k)")
+                        chatbot = gr.Chatbot(
+                            height=520, label="Answers", elem_id="aqa-chatbot",
+                            latex_delimiters=[], allow_tags=False, sanitize_html=True,
+                            feedback_options=None, buttons=["copy"],
+                            placeholder="Ask about the loaded papers. Answers cite them as [n].",
+                        )
+                        textbox = gr.Textbox(placeholder="Ask a question about the papers…",
+                                             show_label=False, submit_btn=True, stop_btn=True,
+                                             elem_id="aqa-question", autofocus=True)
+                        chat = gr.ChatInterface(
+                            ui.respond,
+                            chatbot=chatbot,
+                            textbox=textbox,
+                            additional_inputs=[f_sources, f_venues, f_years, f_papers, f_k,
+                                               turns],
+                            additional_outputs=[panel, turns, dl_md, dl_json, dl_bib],
+                            examples=[[q] for q in examples] or None,
+                            cache_examples=False,
+                            api_name="chat",
+                            analytics_enabled=False,
+                            fill_height=False,
+                            concurrency_limit=s.ui_concurrency,
+                        )
+                    with gr.Column(scale=2):
+                        with gr.Row():
+                            new_chat = gr.Button("New chat", size="sm", elem_id="aqa-new-chat")
+                        gr.Markdown("Export conversation:")
+                        with gr.Row():
+                            dl_md.render()
+                            dl_json.render()
+                            dl_bib.render()
+                        panel.render()
+                reset_outputs = [chat.chatbot, chat.chatbot_state, turns, panel,
+                                 dl_md, dl_json, dl_bib, chat.textbox]
+                new_chat.click(ui.new_chat, None, reset_outputs, queue=False,
+                               api_visibility="private")
+                chat.chatbot.clear(lambda: ui.new_chat()[2:7], None,
+                                   [turns, panel, dl_md, dl_json, dl_bib], queue=False,
+                                   api_visibility="private")
+
+            with gr.Tab("Compare", id="compare"):
+                gr.Markdown("Pick 2–4 papers, or describe a topic and the engine picks them.")
+                with gr.Row():
+                    c_papers = gr.Dropdown(choices, multiselect=True, max_choices=4, value=[],
+                                           filterable=True, label="Papers (2–4)",
+                                           elem_id="aqa-compare-papers", scale=3)
+                    c_query = gr.Textbox(label="…or a topic", elem_id="aqa-compare-query",
+                                         scale=2)
+                with gr.Row():
+                    c_btn = gr.Button("Compare", variant="primary", elem_id="aqa-compare-btn")
+                    c_md = gr.DownloadButton("Export Markdown", interactive=False, size="sm",
+                                             elem_id="aqa-compare-md")
+                    c_csv = gr.DownloadButton("Export CSV", interactive=False, size="sm",
+                                              elem_id="aqa-compare-csv")
+                c_out = gr.HTML('<div class="aqa-empty">The comparison table appears here.</div>',
+                                elem_id="aqa-compare-out")
+                gr.on([c_btn.click, c_query.submit], ui.compare, [c_papers, c_query],
+                      [c_out, c_md, c_csv], api_name="compare", show_progress="full",
+                      concurrency_limit=s.ui_concurrency)
+
+            with gr.Tab("Papers", id="papers"):
+                status_md = gr.Markdown(ui.status_markdown(), elem_id="aqa-status")
+                with gr.Row():
+                    p_query = gr.Textbox(label="Search the collection (hybrid search)",
+                                         elem_id="aqa-paper-query", scale=4)
+                    p_btn = gr.Button("Search", elem_id="aqa-paper-search", scale=1)
+                p_note = gr.Markdown()
+                p_select = gr.CheckboxGroup([], label="Select papers", elem_id="aqa-paper-select")
+                with gr.Row():
+                    p_to_compare = gr.Button("Compare selected", elem_id="aqa-to-compare")
+                    p_to_chat = gr.Button("Ask about selected", elem_id="aqa-to-chat")
+                p_results = gr.HTML(elem_id="aqa-paper-results")
+                gr.on([p_btn.click, p_query.submit], ui.search_papers, [p_query],
+                      [p_results, p_select, p_note], api_name="search_papers")
+                p_to_compare.click(ui.send_to_compare, [p_select], [c_papers, tabs],
+                                   api_visibility="private")
+                p_to_chat.click(ui.ask_about, [p_select], [f_papers, settings_acc, tabs],
+                                api_visibility="private")
+
+        app.load(ui.refresh, None, [status_md, c_papers, f_papers, f_sources, f_venues, f_years],
+                 api_visibility="private")
+        app.load(ui.search_papers, [p_query], [p_results, p_select, p_note],
+                 api_visibility="private")
+    return app
+
+
+def launch(app: gr.Blocks, settings: Settings, *, port: int | None = None,
+           block: bool = True) -> None:
+    """Queue + launch with the configured host, port and optional auth."""
+    auth = None
+    if settings.auth_user and settings.auth_password:
+        auth = (settings.auth_user, settings.auth_password)
+    app.queue(default_concurrency_limit=settings.ui_concurrency,
+              max_size=settings.ui_queue_size)
+    app.launch(
+        server_name=settings.host,
+        server_port=port if port is not None else settings.port,
+        auth=auth,
+        prevent_thread_lock=not block,
+        show_error=False,
+        share=False,
+        inbrowser=False,
+        ssr_mode=False,
+        mcp_server=False,
+        footer_links=["api"],
+        css=render.CSS,
+        quiet=not block,
+    )
+
+
+def serve(settings: Settings | None = None, engine: Any = None) -> None:
+    """Run the app until interrupted (ingests the configured corpus if the
+    index is empty, so the first run works on the bundled corpus)."""
+    settings = settings or (engine.settings if engine is not None else get_settings())
+    if engine is None:
+        from rag.engine import Engine
+
+        engine = Engine(settings)
+    if engine.status().papers == 0:
+        engine.ingest(progress=True)
+    launch(build_app(engine, settings), settings, block=True)
