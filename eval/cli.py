@@ -6,6 +6,7 @@
     aqa eval run [--set FILE] [--out DIR] [--retriever hybrid|dense|bm25] [--no-llm]
                  [--limit N] [--per-type N] [--type T ...] [--extra-corpus PATH ...]
     aqa eval compare RUN_A RUN_B
+    aqa eval rescore RUN ...
     aqa eval ablate [--set FILE] [--out DIR] [--config NAME ...] [--llm]
     aqa bench [ingest|search|llm|baseline|all] [--size tiny|full] [--out DIR]
 """
@@ -30,7 +31,10 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {f: getattr(args, a) for f, a in fields.items() if getattr(args, a, None) is not None}
 
 
-def _settings_args(p: argparse.ArgumentParser, *, retriever: bool = True) -> None:
+def _settings_args(p: argparse.ArgumentParser, *, retriever: bool = True,
+                   data_help: str = "base index location (default: AQA_DATA_DIR or .aqa); "
+                   "evals index into <data-dir>/eval… so your own index is never touched",
+                   ) -> None:
     g = p.add_argument_group("engine settings (override env/.env)")
     if retriever:
         g.add_argument("--retriever", choices=["hybrid", "dense", "bm25"])
@@ -42,8 +46,7 @@ def _settings_args(p: argparse.ArgumentParser, *, retriever: bool = True) -> Non
     g.add_argument("--embed-provider", choices=["minilm", "wordllama", "openai"])
     g.add_argument("--llm-provider", choices=["auto", "local", "openai"])
     g.add_argument("--local-model", choices=["qwen2.5-1.5b", "smollm2-135m"])
-    g.add_argument("--data-dir", help="base index location (default: AQA_DATA_DIR or .aqa); "
-                   "evals index into <data-dir>/eval… so your own index is never touched")
+    g.add_argument("--data-dir", help=data_help)
 
 
 def _base_data_dir(args: argparse.Namespace) -> Path:
@@ -147,6 +150,15 @@ def cmd_eval_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval_rescore(args: argparse.Namespace) -> int:
+    from eval.runner import rescore_run
+
+    for d in args.runs:
+        s = rescore_run(d)
+        print(f"{d}: pass {s['overall']['pass']['mean']:.3f} (report rewritten)")
+    return 0
+
+
 def cmd_eval_ablate(args: argparse.Namespace) -> int:
     from eval.ablate import run_ablation
     from eval.runner import default_run_dir
@@ -190,7 +202,8 @@ def register(subparsers: Any) -> None:
     r.add_argument("--corpus", nargs="+", help="corpus paths (default: the bundled corpus)")
     r.add_argument("--extra-corpus", nargs="+", help="distractor corpus paths added to the index")
     r.add_argument("--no-ingest", action="store_true",
-                   help="use the index in --data-dir as it is (your own corpus and set)")
+                   help="evaluate the index in --data-dir itself, as it is (your own "
+                   "corpus and question set); nothing is ingested or pruned")
     r.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     _settings_args(r)
     r.set_defaults(fn=cmd_eval_run)
@@ -201,6 +214,10 @@ def register(subparsers: Any) -> None:
     c.add_argument("--json", action="store_true")
     c.add_argument("--out", help="also write the Markdown comparison here")
     c.set_defaults(fn=cmd_eval_compare)
+
+    rs = esub.add_parser("rescore", help="recompute a run's metrics from its stored results")
+    rs.add_argument("runs", nargs="+")
+    rs.set_defaults(fn=cmd_eval_rescore)
 
     a = esub.add_parser("ablate", help="BM25/dense/hybrid, relevance floor, chunk sizes")
     a.add_argument("--set", help="question set JSONL (default: eval/questions.jsonl)")
@@ -218,12 +235,15 @@ def register(subparsers: Any) -> None:
     b = subparsers.add_parser("bench", help="speed benchmarks (prints figures, writes JSON)")
     b.add_argument("what", nargs="?", default="all",
                    choices=["ingest", "search", "llm", "baseline", "all"])
-    b.add_argument("--size", choices=["tiny", "full"], default="full")
+    b.add_argument("--size", choices=["tiny", "full"], default="full",
+                   help="full: 57 / ~3,300 papers / 100k chunks (~30 min on 2 cores the first "
+                   "time, indexes are cached); tiny: a smoke run of seconds")
     b.add_argument("--out", help="folder for bench.json (default: eval/runs/<time>-bench-<size>)")
     b.add_argument("--set", help="question set for search/baseline queries")
     b.add_argument("--run", help="an eval run folder (with LLM) whose citation precision "
                    "the baseline section compares against")
-    _settings_args(b, retriever=False)
+    _settings_args(b, retriever=False,
+                   data_help="bench indexes and synthetic corpora go to <data-dir>/bench")
     b.set_defaults(fn=cmd_bench)
 
 

@@ -369,7 +369,9 @@ def score_question(
     m["wrong_decline"] = m["declined"] if answerable else None
     m["citation_precision"] = citation_precision(cited)
     m["citation_recall"] = citation_recall(cited, len(gold)) if answerable else None
-    m["must_include_recall"] = must_include_recall(answer.get("answer") or "", must_include)
+    # A decline's text names the nearest papers; that is not content the answer gives.
+    text = "" if declined else answer.get("answer") or ""
+    m["must_include_recall"] = must_include_recall(text, must_include)
     m["support_rate"] = support_rate([bool(s.get("supported")) for s in sentences])
     m["n_citations"] = len(cited)
     m["retrieval_pass"] = m["hit@k"]

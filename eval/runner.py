@@ -107,7 +107,8 @@ def evaluate_question(engine: Any, q: Question, *, use_llm: bool, search_k: int,
     return {
         **q.to_dict(),
         "retrieved": [
-            {"rank": h.rank, "score": h.score, "gold": rel is not None, **slim_paper(p)}
+            {"rank": h.rank, "score": h.score, "dense_score": h.dense_score,
+             "gold": rel is not None, **slim_paper(p)}
             for h, p, rel in zip(hits, ranked, scored["relevance"], strict=True)
         ],
         "answer": _slim_answer(answer) if answer else None,
@@ -143,6 +144,8 @@ def summarize(records: Sequence[dict[str, Any]], *, use_llm: bool, k: int,
     s = M.aggregate(records, metric_names(use_llm), n_boot=n_boot, seed=seed)
     s["k"] = k
     s["use_llm"] = use_llm
+    s["n_boot"] = n_boot
+    s["seed"] = seed
     s["n_errors"] = sum(1 for r in records if r.get("error"))
     s["failed_ids"] = [r["id"] for r in records if not r["metrics"].get("pass")]
     return s
@@ -205,6 +208,39 @@ def run_metadata(engine: Any, cfg: RunConfig, seconds: float) -> dict[str, Any]:
         "corpus": st,
         "argv": sys.argv,
     }
+
+
+def rescore_run(run_dir: Path | str) -> dict[str, Any]:
+    """Recompute every metric of a finished run from its stored records (after
+    a metric definition changed) without re-running retrieval or the LLM;
+    rewrites results.jsonl, summary.json and the report. The floor-decline
+    metrics, which need the engine's settings, are kept as recorded."""
+    from eval.metrics import GoldRef
+    from eval.report import write_report
+
+    run_dir = Path(run_dir)
+    summary, records = load_run(run_dir)
+    k = int(summary["k"])
+    for r in records:
+        scored = M.score_question(
+            qtype=r["type"], gold=[GoldRef.from_dict(g) for g in r["gold"]],
+            must_include=r.get("must_include") or [], ranked_papers=r["retrieved"],
+            answer=r.get("answer"), k=k, ks=KS,
+        )
+        keep = {key: r["metrics"].get(key) for key in ("floor_correct_decline",
+                                                        "floor_wrong_decline")}
+        r["metrics"] = {**scored["metrics"], **keep}
+        r["cited"] = scored["cited"]
+    new = summarize(records, use_llm=summary["use_llm"], k=k,
+                    n_boot=summary.get("n_boot", 1000), seed=summary.get("seed", 0))
+    new["run"] = summary.get("run", {})
+    new["run"]["rescored"] = datetime.now(UTC).isoformat(timespec="seconds")
+    with (run_dir / "results.jsonl").open("w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    (run_dir / "summary.json").write_text(json.dumps(new, indent=2) + "\n", encoding="utf-8")
+    write_report(run_dir, new, records)
+    return new
 
 
 def load_run(run_dir: Path | str) -> tuple[dict[str, Any], list[dict[str, Any]]]:

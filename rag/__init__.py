@@ -13,8 +13,8 @@ from rag.errors import AqaError, CorpusError, LLMError  # noqa: E402
 from rag.types import (  # noqa: E402
     Answer,
     Citation,
-    Comparison,
     CompareCell,
+    Comparison,
     CorpusStatus,
     Filters,
     IngestReport,

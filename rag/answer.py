@@ -63,7 +63,7 @@ def select_context(
         sims = embedder.embed_texts(sents) @ qv
         # The retriever's own ranking is evidence too: favour higher-ranked papers.
         prior = 0.1 * h.score / max(hits[0].score, 1e-9)
-        scored += [(float(sim) + prior, n, i, t) for i, (t, sim) in enumerate(zip(sents, sims))]
+        scored += [(float(sim) + prior, n, i, t) for i, (t, sim) in enumerate(zip(sents, sims, strict=True))]
     scored.sort(key=lambda x: -x[0])
     chosen: dict[int, list[tuple[int, str]]] = {}
     total = 0

@@ -46,7 +46,8 @@ class Settings(BaseSettings):
     top_k: int = 5
     candidate_k: int = 30
     retriever: Literal["hybrid", "dense", "bm25"] = "hybrid"
-    dense_weight: float = 0.7
+    centroid_weight: float = 0.5
+    bm25_weight: float = 0.5
     relevance_floor: float = 0.25
     passages_per_paper: int = 2
     context_sentences: int = 6

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -78,8 +78,17 @@ class VectorIndex:
         self.catalog = Catalog(settings.data_dir / "catalog.sqlite")
         self._embedder_factory = embedder
         self._client = make_chroma_client(settings)
+        self._open_collections()
+
+    def _open_collections(self) -> None:
+        s = self.settings
         self.collection = self._client.get_or_create_collection(
-            settings.collection, metadata={"hnsw:space": "cosine"}, embedding_function=None
+            s.collection, metadata={"hnsw:space": "cosine"}, embedding_function=None
+        )
+        # One vector per paper: the normalised mean of its chunk vectors, which
+        # matches "which paper does X" questions that describe a whole abstract.
+        self.paper_collection = self._client.get_or_create_collection(
+            f"{s.collection}_papers", metadata={"hnsw:space": "cosine"}, embedding_function=None
         )
 
     # --- model guard ---
@@ -93,10 +102,9 @@ class VectorIndex:
             )
 
     def rebuild(self) -> None:
-        self._client.delete_collection(self.settings.collection)
-        self.collection = self._client.get_or_create_collection(
-            self.settings.collection, metadata={"hnsw:space": "cosine"}, embedding_function=None
-        )
+        for name in (self.settings.collection, f"{self.settings.collection}_papers"):
+            self._client.delete_collection(name)
+        self._open_collections()
         self.catalog.clear()
 
     # --- ingest ---
@@ -158,7 +166,7 @@ class VectorIndex:
 
         n_papers, _ = self.catalog.counts()
         report.papers_total = n_papers
-        self.catalog.set_meta(last_ingest=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        self.catalog.set_meta(last_ingest=datetime.now(UTC).isoformat(timespec="seconds"))
         report.seconds = round(time.perf_counter() - t0, 3)
         return report
 
@@ -181,9 +189,19 @@ class VectorIndex:
             rows.append((paper, h, crow))
         vecs = embedder.embed_texts(texts)
         stale = self.catalog.chunk_ids(p.paper_id for p, _ in batch)
+        owner = np.array([m["paper_id"] for m in metas])
+        centroids = []
+        for paper, _ in batch:
+            c = vecs[owner == paper.paper_id].mean(axis=0)
+            centroids.append((c / (np.linalg.norm(c) + 1e-12)).tolist())
         # Order matters for resumability: vectors first, then the catalog
         # (atomic), then the stale vectors. A crash anywhere leaves a usable index.
         self.collection.upsert(ids=ids, embeddings=vecs.tolist(), metadatas=metas, documents=texts)
+        self.paper_collection.upsert(
+            ids=[p.paper_id for p, _ in batch],
+            embeddings=centroids,
+            metadatas=[chunk_metadata(p, 0) for p, _ in batch],
+        )
         self.catalog.commit_papers(rows)
         stale = [c for c in stale if c not in set(ids)]
         if stale:
@@ -196,27 +214,31 @@ class VectorIndex:
         self.catalog.delete_papers(paper_ids)
         for i in range(0, len(ids), 5000):
             self.collection.delete(ids=ids[i : i + 5000])
+        for i in range(0, len(paper_ids), 5000):
+            self.paper_collection.delete(ids=paper_ids[i : i + 5000])
 
     def _drop_orphans(self) -> None:
         """Delete vectors the catalog does not list (an interrupted ingest)."""
-        known = {c[0] for c in self.catalog.chunks()}
-        n = self.collection.count()
-        orphans: list[str] = []
-        for off in range(0, n, 10000):
-            got = self.collection.get(include=[], limit=10000, offset=off)
-            orphans += [i for i in got["ids"] if i not in known]
-        for i in range(0, len(orphans), 5000):
-            self.collection.delete(ids=orphans[i : i + 5000])
+        chunks = {c[0] for c in self.catalog.chunks()}
+        papers = set(self.catalog.hashes())
+        for coll, known in ((self.collection, chunks), (self.paper_collection, papers)):
+            orphans: list[str] = []
+            for off in range(0, coll.count(), 10000):
+                got = coll.get(include=[], limit=10000, offset=off)
+                orphans += [i for i in got["ids"] if i not in known]
+            for i in range(0, len(orphans), 5000):
+                coll.delete(ids=orphans[i : i + 5000])
 
     # --- query ---
     def query(
-        self, vec: np.ndarray, n: int, where: dict | None
+        self, vec: np.ndarray, n: int, where: dict | None, papers: bool = False
     ) -> list[tuple[str, float]]:
-        """(chunk_id, cosine similarity), best first."""
-        count = self.collection.count()
+        """(chunk_id or paper_id, cosine similarity), best first."""
+        coll = self.paper_collection if papers else self.collection
+        count = coll.count()
         if count == 0:
             return []
-        res = self.collection.query(
+        res = coll.query(
             query_embeddings=[vec.tolist()],
             n_results=min(n, count),
             where=where or None,

@@ -3,12 +3,12 @@ filled with ``str.format`` fields, so prompts are versioned with the code."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from rag.config import PROMPTS_DIR
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_prompt(name: str) -> str:
     path = PROMPTS_DIR / f"{name}.txt"
     if not path.is_file():

@@ -1,10 +1,16 @@
-"""Hybrid retrieval: dense (Chroma) + BM25 (bm25s), fused with a tunable
-weight and aggregated to paper level so each paper appears once with its best
-passages.
+"""Hybrid retrieval: dense chunks + dense paper centroids (Chroma) + BM25
+(bm25s), fused on absolute scales and aggregated to paper level so each paper
+appears once with its best passages.
+
+paper score = max chunk cosine
+            + centroid_weight * cosine to the paper's mean chunk vector
+            + bm25_weight * (best chunk BM25 / total IDF of the query's terms)
 
 Plain equal-weight RRF was measured worse than dense alone on paraphrased
-questions, so fusion here is a weighted combination of per-query normalised
-scores (``dense_weight``), tuned on eval/questions.jsonl (see README).
+questions, and per-query min-max normalisation lets a weak BM25 match count
+as much as a strong one; dividing BM25 by the query's total IDF instead gives
+"share of the query's information matched", comparable across queries. The
+weights were tuned on eval/questions.jsonl with ICML 2025 distractors (README).
 bm25s is used directly (LlamaIndex's BM25Retriever wraps the same library but
 cannot restrict results by metadata filters).
 """
@@ -35,6 +41,7 @@ class _Snapshot:
     chunk_text: list[str]
     pos: dict[str, int]
     bm25: object | None
+    idf: dict[str, float]
 
 
 class HybridRetriever:
@@ -74,6 +81,13 @@ class HybridRetriever:
             )
             bm25 = bm25s.BM25()
             bm25.index(tokens, show_progress=False)
+            # Lucene IDF per vocabulary term, from the CSC matrix's column sizes.
+            df = np.diff(np.asarray(bm25.scores["indptr"]))
+            n = len(rows)
+            idf_arr = np.log(1 + (n - df + 0.5) / (df + 0.5))
+            idf = {t: float(idf_arr[i]) for t, i in bm25.vocab_dict.items() if i < len(idf_arr)}
+        else:
+            idf = {}
         return _Snapshot(
             version=version,
             papers=papers,
@@ -83,6 +97,7 @@ class HybridRetriever:
             chunk_text=texts,
             pos={c: i for i, c in enumerate(ids)},
             bm25=bm25,
+            idf=idf,
         )
 
     # --- filters ---
@@ -114,15 +129,24 @@ class HybridRetriever:
         return conds[0] if len(conds) == 1 else {"$and": conds}
 
     # --- retrieval ---
-    def dense(self, query: str, n: int, filters: Filters | None) -> dict[int, float]:
+    def dense(
+        self, query: str, n: int, filters: Filters | None
+    ) -> tuple[dict[int, float], dict[str, float]]:
+        """Chunk cosines by chunk position, and paper-centroid cosines by paper id."""
         snap = self.snapshot()
         vec = self.embedder.embed_query(query)
-        out: dict[int, float] = {}
-        for cid, sim in self.index.query(vec, n, self._where(filters)):
+        where = self._where(filters)
+        chunks: dict[int, float] = {}
+        for cid, sim in self.index.query(vec, n, where):
             i = snap.pos.get(cid)
             if i is not None:  # unknown ids are leftovers of an interrupted ingest
-                out[i] = sim
-        return out
+                chunks[i] = sim
+        papers = {
+            pid: sim
+            for pid, sim in self.index.query(vec, n, where, papers=True)
+            if pid in snap.papers
+        }
+        return chunks, papers
 
     def lexical(self, query: str, n: int, filters: Filters | None) -> dict[int, float]:
         import bm25s
@@ -146,7 +170,10 @@ class HybridRetriever:
             )
         k = min(n, len(snap.chunk_ids))
         docs, scores = snap.bm25.retrieve([terms], k=k, weight_mask=mask, show_progress=False)
-        return {int(d): float(s) for d, s in zip(docs[0], scores[0], strict=True) if s > 0}
+        total_idf = sum(snap.idf.get(t, 0.0) for t in set(terms)) or 1.0
+        return {
+            int(d): float(s) / total_idf for d, s in zip(docs[0], scores[0], strict=True) if s > 0
+        }
 
     def search(
         self,
@@ -162,50 +189,56 @@ class HybridRetriever:
         if not snap.chunk_ids:
             return []
         n = max(s.candidate_k * 3, k * 4)
-        dense = self.dense(query, n, filters) if mode in ("hybrid", "dense") else {}
-        lex = self.lexical(query, n, filters) if mode in ("hybrid", "bm25") else {}
-        w = {"hybrid": s.dense_weight, "dense": 1.0, "bm25": 0.0}[mode]
+        use_dense = mode in ("hybrid", "dense")
+        use_lex = mode in ("hybrid", "bm25")
+        dense, cent = self.dense(query, n, filters) if use_dense else ({}, {})
+        lex = self.lexical(query, n, filters) if use_lex else {}
+        w_lex = s.bm25_weight if mode == "hybrid" else 1.0
 
-        # Per-query normalisation: cosine is already comparable across queries
-        # but its useful range is narrow; BM25 is unbounded. Min-max over the
-        # candidate pool puts both on [0, 1] before weighting.
-        dn = _minmax(dense)
-        ln = _minmax(lex)
-        chunk_score: dict[int, float] = {}
-        for i in set(dense) | set(lex):
-            chunk_score[i] = w * dn.get(i, 0.0) + (1 - w) * ln.get(i, 0.0)
+        # A paper outside a retriever's candidate list gets that list's lowest
+        # score: an upper bound on what it would have scored.
+        chunk_floor = min(dense.values(), default=0.0)
+        cent_floor = min(cent.values(), default=0.0)
+
+        def chunk_score(i: int) -> float:
+            return (dense.get(i, chunk_floor) if use_dense else 0.0) + w_lex * lex.get(i, 0.0)
 
         by_paper: dict[str, list[int]] = defaultdict(list)
-        for i in sorted(chunk_score, key=chunk_score.get, reverse=True):
+        for i in set(dense) | set(lex):
             by_paper[snap.chunk_paper[i]].append(i)
+        for pid in cent:
+            by_paper.setdefault(pid, [])
         hits: list[SearchHit] = []
         for pid, idxs in by_paper.items():
             paper = snap.papers.get(pid)
             if paper is None or not self._paper_ok(paper, filters):
                 continue
-            best = chunk_score[idxs[0]]
-            # A second matching passage is weak extra evidence for the paper.
-            bonus = 0.1 * chunk_score[idxs[1]] if len(idxs) > 1 else 0.0
+            if not idxs:  # found by its centroid only: score its chunks too
+                idxs = [i for i, p in enumerate(snap.chunk_paper) if p == pid]
+            idxs.sort(key=chunk_score, reverse=True)
+            best_dense = max((dense.get(i, chunk_floor) for i in idxs), default=chunk_floor)
+            best_lex = max((lex.get(i, 0.0) for i in idxs), default=0.0)
+            score = w_lex * best_lex
+            if use_dense:
+                score += best_dense + s.centroid_weight * cent.get(pid, cent_floor)
             passages = [
                 Passage(
                     chunk_id=snap.chunk_ids[i],
                     paper_id=pid,
                     text=snap.chunk_text[i],
                     index=snap.chunk_idx[i],
-                    score=round(chunk_score[i], 4),
+                    score=round(chunk_score(i), 4),
                 )
                 for i in idxs[: s.passages_per_paper]
             ]
             hits.append(
                 SearchHit(
                     paper=paper,
-                    score=round(best + bonus, 4),
+                    score=round(score, 4),
                     rank=0,
                     passages=passages,
-                    dense_score=round(max((dense[i] for i in idxs if i in dense), default=0.0), 4)
-                    if dense else None,
-                    bm25_score=round(max((lex[i] for i in idxs if i in lex), default=0.0), 4)
-                    if lex else None,
+                    dense_score=round(best_dense, 4) if use_dense else None,
+                    bm25_score=round(best_lex, 4) if use_lex else None,
                 )
             )
         hits.sort(key=lambda h: h.score, reverse=True)
@@ -213,11 +246,3 @@ class HybridRetriever:
             h.rank = r
         return hits[:k]
 
-
-def _minmax(scores: dict[int, float]) -> dict[int, float]:
-    if not scores:
-        return {}
-    lo, hi = min(scores.values()), max(scores.values())
-    if hi - lo < 1e-9:
-        return {i: 1.0 for i in scores}
-    return {i: (v - lo) / (hi - lo) for i, v in scores.items()}

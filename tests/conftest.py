@@ -57,7 +57,7 @@ def fake_engine(fake_settings):
     from rag.engine import Engine
 
     def make(llm=None, **over):
-        s = fake_settings.model_copy(update=over)
+        s = fake_settings.model_copy(update={"relevance_floor": 0.0, **over})
         eng = Engine(s, llm=llm, embed_model=FakeEmbedding())
         eng.ingest(progress=False)
         return eng

@@ -13,7 +13,8 @@ def test_compare_by_label_and_fuzzy_title(fake_engine):
     eng = fake_engine(llm=FakeLLM(
         "ShieldAgent enforces safety policy compliance for agent action trajectories [1]. "
         "MELON detects indirect prompt injection attacks by masking the user prompt [2]."))
-    melon = next(p for p in eng.papers() if "MELON" in p.abstract[:400])
+    melon = next(p for p in eng.papers() if p.title == "MELON")
+    assert eng.get_paper("shieldagnt").title == "ShieldAgent"  # fuzzy
     c = eng.compare(["ShieldAgent", melon.title.lower()])
     assert [p.title for p in c.papers] == ["ShieldAgent", melon.title]
     for p in c.papers:

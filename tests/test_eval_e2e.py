@@ -127,6 +127,18 @@ def test_eval_run_report_and_compare(index_copy: Path, qset: Path, tmp_path: Pat
     assert "## Failed questions (1)" in md and "### f2 (fact)" in md
     assert "| f1 | fact | ✅ |" in md and "| u1 | unanswerable | ✅ |" in md
 
+    # --- rescore recomputes every metric from the stored records ---
+    from eval.runner import rescore_run
+
+    tampered = tmp_path / "tampered"
+    shutil.copytree(out_a, tampered)
+    lines = [json.loads(x) for x in (tampered / "results.jsonl").read_text().splitlines()]
+    lines[0]["metrics"].update({"hit@1": 0.0, "pass": 0.0, "must_include_recall": 0.0})
+    (tampered / "results.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    again = rescore_run(tampered)
+    assert again["overall"] == summary["overall"]
+    assert load_run(tampered)[1][0]["metrics"] == recs[0]["metrics"]
+
     # --- compare: a run whose LLM never finds anything breaks every answerable pass ---
     out_b = tmp_path / "run_b"
     run(index_copy, qset, out_b, FakeLLM(reply="NOT FOUND"))
@@ -174,10 +186,9 @@ def test_bad_question_set_is_a_clean_error(tmp_path: Path, capsys):
 
 def test_ablation_table(tmp_path: Path, qset: Path):
     """Two configurations, each in its own data dir, tabulated with the command."""
-    from conftest import FakeEmbedding
-
     from eval.ablate import run_ablation
     from rag.config import BUNDLED_CORPUS
+    from tests.conftest import FakeEmbedding
 
     out = tmp_path / "abl"
     res = run_ablation(

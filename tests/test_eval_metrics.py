@@ -211,6 +211,11 @@ def test_score_question_unanswerable_and_retrieval_only():
     assert m["correct_decline"] == 1.0 and m["wrong_decline"] is None
     assert m["hit@k"] is None and m["citation_precision"] is None
     assert m["pass"] == 1.0
+    # a decline naming the nearest papers does not earn must-include credit
+    named = {**declined, "answer": "Can't answer. The nearest papers are: ShieldAgent."}
+    m = M.score_question(qtype="which", gold=G[:1], must_include=["ShieldAgent"],
+                         ranked_papers=[], answer=named, k=5)["metrics"]
+    assert m["must_include_recall"] == 0.0 and m["wrong_decline"] == 1.0 and m["pass"] == 0.0
     m = M.score_question(qtype="fact", gold=G, must_include=["x"],
                          ranked_papers=[_paper("b", "001_b.txt", 1)], answer=None, k=5)["metrics"]
     assert m["hit@1"] == 1.0 and m["recall@k"] == 0.5 and m["pass"] == 1.0

@@ -454,7 +454,7 @@ def build_app(engine: Any, settings: Settings | None = None) -> gr.Blocks:
                     p_query = gr.Textbox(label="Search the collection (hybrid search)",
                                          elem_id="aqa-paper-query", scale=4)
                     p_btn = gr.Button("Search", elem_id="aqa-paper-search", scale=1)
-                p_note = gr.Markdown()
+                p_note = gr.Markdown(elem_id="aqa-paper-note")
                 p_select = gr.CheckboxGroup([], label="Select papers", elem_id="aqa-paper-select")
                 with gr.Row():
                     p_to_compare = gr.Button("Compare selected", elem_id="aqa-to-compare")
