@@ -61,7 +61,7 @@ class Settings(BaseSettings):
     llm_context: int = 4096
     llm_threads: int = 2
     max_tokens: int = 320
-    temperature: float = 0.1
+    temperature: float = 0.0
     openai_api_key: str | None = Field(
         default=None, validation_alias=AliasChoices("OPENAI_API_KEY", "AQA_OPENAI_API_KEY")
     )

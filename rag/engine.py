@@ -134,10 +134,10 @@ class Engine:
             aliases |= {v.key.lower() for v in p.provenance}
             if low in aliases or p.title.lower() == low:
                 return p
-        from rapidfuzz import fuzz, process
+        from rapidfuzz import fuzz, process, utils
 
         choices = {pid: p.title for pid, p in papers.items()}
-        best = process.extract(ref, choices, scorer=fuzz.WRatio, limit=3)
+        best = process.extract(ref, choices, scorer=fuzz.WRatio, processor=utils.default_process, limit=3)
         if best and best[0][1] >= 85 and (len(best) == 1 or best[0][1] - best[1][1] >= 3):
             return papers[best[0][2]]
         hint = "; ".join(f"{papers[b[2]].title} ({b[2]})" for b in best)

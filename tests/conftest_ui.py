@@ -5,6 +5,7 @@ a free port, and headless Chromium driven by Playwright."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import tempfile
@@ -43,6 +44,10 @@ PLANTED_QUESTION = (
     "What does the sanitisation benchmark of escaping failures across web renderers find?"
 )
 
+# The small local model keeps the suite fast; AQA_UI_TEST_MODEL=qwen2.5-1.5b
+# re-takes the README screenshots with the default model.
+TEST_MODEL = os.environ.get("AQA_UI_TEST_MODEL", "smollm2-135m")
+
 CHROMIUM_ARGS = [
     "--no-sandbox", "--headless", "--disable-gpu", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -76,7 +81,7 @@ def running_app(work: Path, real_index_dir: Path, **overrides) -> Iterator[Serve
     shutil.copytree(real_index_dir, data_dir)
     port = free_port()
     settings = Settings(
-        _env_file=None, data_dir=data_dir, local_model="smollm2-135m",
+        _env_file=None, data_dir=data_dir, local_model=TEST_MODEL,
         corpus_paths=[BUNDLED_CORPUS, planted_dir], port=port, ui_timeout=240.0,
         **overrides,
     )

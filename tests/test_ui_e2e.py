@@ -57,7 +57,7 @@ def open_app(browser, server):
 
 def shot(page, name: str, readme: bool = False) -> Path:
     path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    page.screenshot(path=str(path), full_page=not readme)  # README: one screen
     if readme:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, SCREENSHOTS / f"{name}.png")
@@ -90,7 +90,8 @@ def pick(page, dropdown: str, text: str) -> None:
     inp.click()
     inp.fill(text)
     page.locator("ul[role=listbox] li", has_text=text).first.click()
-    inp.press("Escape")  # close the option list so it does not cover the buttons
+    # Close the option list (a click outside) so it does not cover the buttons.
+    page.get_by_text("Pick 2–4 papers").click()
     page.locator("ul[role=listbox]").wait_for(state="detached")
 
 
@@ -117,13 +118,15 @@ def test_chat_streams_cited_answer_follow_up_export_and_new_chat(server, browser
     assert "support score" in first.inner_text()
     assert first.locator("mark").count() >= 1  # cited words highlighted in the passage
 
+    shot(page, "chat", readme=True)
+
     # Open a cited paper: its full abstract and provenance are one click away.
     first.locator("details summary").click()
     abstract = first.locator(".aqa-abstract-text")
     abstract.wait_for(state="visible")
     assert len(abstract.inner_text()) > 200
     assert "provenance" in first.locator(".aqa-meta").inner_text()
-    shot(page, "chat", readme=True)
+    shot(page, "chat-open-paper")
 
     text = ask(page, q2, n_bot=2)
     assert q2 in text and q1 in text
@@ -230,11 +233,12 @@ def test_compare_table_quotes_abstracts_and_export(server, browser):
     quote = quoted.first.locator("q")
     quote.wait_for(state="visible")
     assert quote.inner_text() == quoted.first.get_attribute("title")
+    assert "Synthesis" in page.locator("#aqa-compare-out").inner_text()
+    shot(page, "compare", readme=True)
     abstract_cell = rows.nth(rows.count() - 1).locator("td").first
     abstract_cell.locator("summary").click()
     assert len(abstract_cell.locator(".aqa-abstract-text").inner_text()) > 200
-    assert "Synthesis" in page.locator("#aqa-compare-out").inner_text()
-    shot(page, "compare", readme=True)
+    shot(page, "compare-open-abstract")
 
     table_csv = list(csv.reader(io.StringIO(download(page, "#aqa-compare-csv"))))
     assert table_csv[0] == ["aspect", "ShieldAgent (derived label)", "MELON (derived label)"]

@@ -333,7 +333,8 @@ CSS = """
 .aqa-abstract-text{white-space:pre-wrap}
 .aqa-empty{color:var(--body-text-color-subdued);font-style:italic}
 .aqa-error{color:#b91c1c;font-weight:600}
-.aqa-compare table{border-collapse:collapse;width:100%}
+.aqa-compare table{border-collapse:collapse;width:100%;table-layout:fixed}
+.aqa-compare thead th:first-child{width:13%}
 .aqa-compare th,.aqa-compare td{border:1px solid var(--border-color-primary);padding:6px;vertical-align:top;text-align:left}
 .aqa-not-stated{color:var(--body-text-color-subdued);font-style:italic}
 .aqa-unsupported{background:#fee2e2}

@@ -1,0 +1,94 @@
+"""The `aqa` CLI as a user runs it: real subprocesses, real MiniLM, real
+Chroma, and the small real SmolLM2 model for `ask`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+AQA = str(Path(sys.executable).parent / "aqa")
+
+
+def run(args: list[str], data_dir: Path, **env) -> subprocess.CompletedProcess:
+    e = {**os.environ, "AQA_LOCAL_MODEL": "smollm2-135m", "AQA_LLM_PROVIDER": "local", **env}
+    e.pop("OPENAI_API_KEY", None)
+    return subprocess.run([AQA, *args, "--data-dir", str(data_dir)], capture_output=True,
+                          text=True, env=e, timeout=600)
+
+
+@pytest.fixture
+def index(real_index_dir, tmp_path) -> Path:
+    d = tmp_path / "idx"
+    shutil.copytree(real_index_dir, d)
+    return d
+
+
+def _check_paper(p: dict) -> None:
+    for key in ("paper_id", "title", "title_derived", "authors", "url", "provenance"):
+        assert key in p, key
+    prov = p["provenance"][0]
+    assert prov["path"].startswith("icml2025/") and prov["ordinal"] >= 1 and prov["line"] >= 2
+
+
+def test_search_json_schema_and_batch(index, tmp_path):
+    r = run(["search", "guardrail agent enforcing safety policies", "--json", "-k", "3"], index)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["query"] and len(out["results"]) == 3
+    top = out["results"][0]
+    assert top["paper"]["title"] == "ShieldAgent" and top["paper"]["title_derived"] is True
+    assert top["snippet"] in top["paper"]["abstract"] and isinstance(top["score"], float)
+    _check_paper(top["paper"])
+
+    qs = tmp_path / "qs.txt"
+    qs.write_text("prompt injection defense\n\nmasked diffusion token order\n", encoding="utf-8")
+    r = run(["search", "--batch", str(qs), "-k", "2"], index)
+    lines = [json.loads(ln) for ln in r.stdout.splitlines()]
+    assert [ln["query"] for ln in lines] == ["prompt injection defense", "masked diffusion token order"]
+
+
+def test_ask_json_with_real_small_model(index):
+    r = run(["ask", "What does ShieldAgent-Bench contain?", "--json"], index)
+    assert r.returncode == 0, r.stderr
+    a = json.loads(r.stdout)
+    for key in ("answer", "sentences", "citations", "declined", "decline_reason", "model",
+                "timings", "retrieved", "standalone_question"):
+        assert key in a, key
+    assert a["model"].startswith("local:SmolLM2")
+    assert set(a["timings"]) == {"retrieval_ms", "ttft_ms", "total_ms"}
+    assert a["timings"]["total_ms"] >= a["timings"]["retrieval_ms"] > 0
+    _check_paper(a["retrieved"][0]["paper"])
+    for c in a["citations"]:  # citations only ever name retrieved papers
+        assert c["paper"]["paper_id"] in {h["paper"]["paper_id"] for h in a["retrieved"]}
+    if not a["declined"]:
+        assert a["citations"] and all(0 <= s["support"] <= 1 for s in a["sentences"])
+
+
+def test_compare_and_papers_json(index):
+    r = run(["compare", "ShieldAgent", "MELON", "--json"], index, AQA_MAX_TOKENS="60")
+    assert r.returncode == 0, r.stderr
+    c = json.loads(r.stdout)
+    assert [p["title"] for p in c["papers"]] == ["ShieldAgent", "MELON"]
+    assert c["aspects"] == ["problem", "approach", "data", "results", "limitations"]
+    r = run(["papers", "--json"], index)
+    assert len(r.stdout.splitlines()) == 57
+
+
+def test_errors_are_one_line(tmp_path, index):
+    r = run(["ask", "anything?"], tmp_path / "empty")
+    assert r.returncode == 2 and "aqa ingest" in r.stderr and "Traceback" not in r.stderr
+    r = run(["ask", "What is ShieldAgent?"], index, AQA_LLM_PROVIDER="openai",
+            OPENAI_BASE_URL="http://127.0.0.1:9/v1", AQA_LLM_RETRIES="0")
+    assert r.returncode == 2 and "Cannot reach the LLM server" in r.stderr
+    assert "Traceback" not in r.stderr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"abstract": "A fine abstract about graph neural networks and molecules."}\n{oops\n')
+    r = run(["ingest", str(bad)], tmp_path / "idx2")
+    assert "bad.jsonl:2" in r.stderr and r.returncode == 0
