@@ -369,6 +369,11 @@ def score_question(
     m["wrong_decline"] = m["declined"] if answerable else None
     m["citation_precision"] = citation_precision(cited)
     m["citation_recall"] = citation_recall(cited, len(gold)) if answerable else None
+    # Stricter than citation_precision (whose "or supported" credits any paper
+    # the engine's attribution accepted): only gold papers count.
+    m["citation_gold_precision"] = (
+        sum(c.is_gold for c in cited) / len(cited) if cited and gold else None
+    )
     # A decline's text names the nearest papers; that is not content the answer gives.
     text = "" if declined else answer.get("answer") or ""
     m["must_include_recall"] = must_include_recall(text, must_include)
@@ -396,6 +401,6 @@ def answer_passes(answerable: bool, declined: bool, m: Mapping[str, Any]) -> boo
 # Metrics the summary aggregates, in report order.
 RETRIEVAL_METRICS: tuple[str, ...] = ("hit@1", "hit@k", "recall@k", "mrr", "ndcg@k")
 ANSWER_METRICS: tuple[str, ...] = (
-    "citation_precision", "citation_recall", "must_include_recall", "support_rate",
+    "citation_precision", "citation_gold_precision", "citation_recall", "must_include_recall", "support_rate",
     "correct_decline", "wrong_decline",
 )

@@ -19,7 +19,8 @@ PLOT_METRICS: tuple[str, ...] = (
     "must_include_recall", "support_rate", "pass",
 )
 TYPE_TABLE_METRICS: tuple[str, ...] = (
-    "hit@1", "hit@k", "recall@k", "mrr", "ndcg@k", "citation_precision", "citation_recall",
+    "hit@1", "hit@k", "recall@k", "mrr", "ndcg@k", "citation_precision",
+    "citation_gold_precision", "citation_recall",
     "must_include_recall", "support_rate", "correct_decline", "wrong_decline",
     "floor_correct_decline", "floor_wrong_decline", "pass",
 )

@@ -75,7 +75,9 @@ class _Stemmer:
 
     def terms(self, text: str) -> set[str]:
         words = [w.lower() for w in _WORD.findall(text)]
-        return set(self._s.stemWords([w for w in words if w not in STOP and len(w) > 2]))
+        # Numbers are content however short ("3K", "7"); other short words are not.
+        keep = [w for w in words if w not in STOP and (len(w) > 2 or w[0].isdigit())]
+        return set(self._s.stemWords(keep))
 
 
 def specifics(text: str) -> set[str]:

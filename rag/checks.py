@@ -31,7 +31,16 @@ QUANTITY = re.compile(
     r"learning rate|batch size|epsilon|parameters?)\b",
     re.IGNORECASE,
 )
-_NUM = re.compile(r"\d")
+_NUM = re.compile(
+    r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
+    r"hundred|thousand|million|billion|dozen|half|twice|double|triple|single)\b",
+    re.IGNORECASE,
+)
+WHICH_PAPER = re.compile(
+    r"\b(?:which|what) (?:\w+ )?(?:papers?|works?|stud(?:y|ies)|methods?|approach(?:es)?|"
+    r"systems?|frameworks?|one)\b|\bis there (?:a|any) (?:paper|work|study)\b",
+    re.IGNORECASE,
+)
 
 
 def name_markers(raw: str, hits: list[SearchHit]) -> str:
@@ -84,6 +93,8 @@ def restates_question(sentence: str, question: str, hits: list[SearchHit], terms
     """Markers of a sentence that only restates the question and names papers
     ("The paper that does X is MILS [5]"): it claims "paper n is the answer",
     which is checked by quoting paper n, not by the restated words."""
+    if not WHICH_PAPER.search(question):
+        return []
     text, nums = strip_markers(sentence)
     nums = [n for n in nums if 1 <= n <= len(hits)]
     if not nums:

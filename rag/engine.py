@@ -236,7 +236,15 @@ class Engine:
                     timings.ttft_ms = round((time.perf_counter() - t0) * 1000, 1)
                 raw.append(piece)
             attrs = self.attributor.attribute("".join(raw), hits)
-            sentences = [a.sentence for a in attrs]
+            # Keep claims only, once each; a tiny model may loop or emit bare markers.
+            seen: set[str] = set()
+            sentences = []
+            for a in attrs:
+                key = a.sentence.text.lower()
+                if not a.sentence.contentless and key not in seen:
+                    seen.add(key)
+                    sentences.append(a.sentence)
+            sentences = sentences[:4]
             synthesis = " ".join(
                 s.text + (" " + "".join(f"[{c}]" for c in s.citations) if s.citations else "")
                 + ("" if s.supported else " (unsupported)")

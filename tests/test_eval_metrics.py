@@ -187,7 +187,8 @@ def test_score_question_answerable():
         ],
         "sentences": [
             {"text": "s1", "citations": [1], "supported": True, "paper_id": "a"},
-            {"text": "s2", "citations": [2], "supported": False, "paper_id": "x"},
+            {"text": "s2", "citations": [2], "supported": True, "paper_id": "x"},
+            {"text": "s3", "citations": [], "supported": False, "paper_id": None},
         ],
     }
     out = M.score_question(qtype="fact", gold=G[:1], must_include=["11.3%", "90.1%"],
@@ -195,10 +196,11 @@ def test_score_question_answerable():
     m = out["metrics"]
     assert out["relevance"] == [None, 0]
     assert m["hit@1"] == 0.0 and m["hit@k"] == 1.0 and m["mrr"] == 0.5
-    assert m["citation_precision"] == 0.5
+    assert m["citation_precision"] == 1.0  # [2] is not gold but supports its sentence
+    assert m["citation_gold_precision"] == 0.5
     assert m["citation_recall"] == 1.0
     assert m["must_include_recall"] == 0.5
-    assert m["support_rate"] == 0.5
+    assert m["support_rate"] == pytest.approx(2 / 3)
     assert m["wrong_decline"] == 0.0 and m["correct_decline"] is None
     assert m["pass"] == 0.0  # misses a must-include string
 

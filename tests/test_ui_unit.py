@@ -172,6 +172,14 @@ def test_answer_markdown_markers_and_unsupported():
     assert "ShieldAgent" in md.split("**Sources:**")[1]
 
 
+def test_rewritten_follow_up_is_shown():
+    a = make_answer()
+    assert "understood as" not in render.answer_markdown(a)
+    a.question, a.standalone_question = "And its results?", "What results does <ShieldAgent> report?"
+    md = render.answer_markdown(a)
+    assert md.startswith("_Follow-up understood as: What results does &lt;ShieldAgent&gt;")
+
+
 def test_declined_answer_lists_nearest_papers():
     md = render.answer_markdown(make_answer(declined=True))
     assert "does not cover" in md
@@ -268,6 +276,9 @@ def test_respond_streams_then_final_answer():
     assert eng.calls[0]["k"] == 5 and eng.calls[0]["filters"] is None
     md_btn = final[3]
     assert Path(md_btn.value["path"]).read_text(encoding="utf-8").startswith("# abstracts")
+    result = json.loads(final[6])
+    assert result["conversation"] == ["What does ShieldAgent do?"] and result["error"] is None
+    assert result["answer"]["citations"][0]["paper"]["paper_id"] == "p1"
 
 
 def test_respond_uses_plain_history_and_filters():
@@ -291,6 +302,7 @@ def test_respond_llm_error_is_a_message_not_a_traceback():
     assert "Could not answer" in final[0] and "did not answer within 60 s" in final[0]
     assert "Traceback" not in final[0] and "aqa-error" in final[1]
     assert final[2][0].answer is None  # failed turn kept out of the follow-up history
+    assert "did not answer" in json.loads(final[6])["error"]
     assert eng.closed
 
 
@@ -358,3 +370,28 @@ def test_build_app_exposes_chat_api():
     app = build_app(FakeEngine())
     names = {fn.api_name for fn in app.fns.values()}
     assert {"chat", "compare", "search_papers"} <= names
+
+
+def test_launch_binds_localhost_with_optional_auth():
+    """The real launch path (fake engine): auth from settings guards the app."""
+    import httpx
+    from gradio_client import Client
+
+    from tests.conftest_ui import free_port
+    from ui.app import launch
+
+    eng = FakeEngine()
+    port = free_port()
+    s = eng.settings.model_copy(update={"auth_user": "ann", "auth_password": "s3cret"})
+    assert s.host == "127.0.0.1"
+    app = build_app(eng, s)
+    assert app.analytics_enabled is False
+    launch(app, s, port=port, block=False)
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        assert httpx.get(url + "config", timeout=10).status_code == 401
+        c = Client(url, auth=("ann", "s3cret"), verbose=False)
+        html_out, _select, note = c.predict("parsing", api_name="/search_papers")
+        assert "1 best matches" in note and "&lt;script&gt;" in html_out
+    finally:
+        app.close()

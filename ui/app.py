@@ -10,14 +10,19 @@ a slow or unreachable model ends in a clear message, never a frozen spinner.
 
 from __future__ import annotations
 
+import atexit
 import html
+import json
 import logging
 import queue
 import re
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rag.config import Settings, get_settings, setup_offline_env
@@ -143,6 +148,14 @@ class AqaUI:
     def __init__(self, engine: Any, settings: Settings | None = None) -> None:
         self.engine = engine
         self.settings = settings or getattr(engine, "settings", None) or get_settings()
+        # Export files: one fresh folder per download (no clash between sessions),
+        # all under one root removed at exit; Gradio serves copies from its cache.
+        self.export_root = Path(tempfile.mkdtemp(prefix="aqa-exports-"))
+        atexit.register(shutil.rmtree, self.export_root, True)
+
+    def _write(self, content: str, stem: str, suffix: str) -> str:
+        folder = Path(tempfile.mkdtemp(dir=self.export_root))
+        return export.write_export(content, stem, suffix, folder)
 
     # ------------------------------------------------------------ catalogue
 
@@ -210,11 +223,12 @@ class AqaUI:
         answers = [t.answer for t in turns if t.answer is not None]
         if not answers:
             return tuple(gr.DownloadButton(value=None, interactive=False) for _ in range(3))
-        md = export.write_export(export.conversation_markdown(answers), "conversation", ".md")
-        js = export.write_export(export.conversation_json(answers), "conversation", ".json")
-        papers = [p for p in export.cited_papers(answers) if not p.title_derived]
-        bib = (export.write_export(export.bibtex(papers), "cited-papers", ".bib")
-               if papers else None)
+        md = self._write(export.conversation_markdown(answers), "conversation", ".md")
+        js = self._write(export.conversation_json(answers), "conversation", ".json")
+        cited = export.cited_papers(answers)
+        # BibTeX only when some cited paper has a real title (not a derived label).
+        bib = (self._write(export.bibtex(cited), "cited-papers", ".bib")
+               if any(not p.title_derived for p in cited) else None)
         return (
             gr.DownloadButton(value=md, interactive=True),
             gr.DownloadButton(value=js, interactive=True),
@@ -225,17 +239,19 @@ class AqaUI:
                 venues: list[str] | None, years: list[Any] | None,
                 paper_ids: list[str] | None, k: float | None,
                 turns: list[Turn] | None) -> Iterator[tuple]:
-        """ChatInterface fn: yields (message, panel, turns, md, json, bib)."""
+        """ChatInterface fn: yields (message, panel, turns, md, json, bib, result);
+        ``result`` is the structured answer for API clients (hidden in the page)."""
         skip = gr.skip()
+        waiting = (skip,) * 6
         n_prev = sum(1 for m in history if m.get("role") == "user")
         turns = list(turns or [])[:n_prev]  # undo / clear / retry shrink the history
         question = (message or "").strip()
         if not question:
-            yield render.error_markdown("Type a question first."), skip, turns, skip, skip, skip
+            yield render.error_markdown("Type a question first."), *waiting
             return
         hist = self.engine_history(history, turns)
         filters = make_filters(sources, venues, years, paper_ids)
-        yield "_Searching the abstracts…_", skip, skip, skip, skip, skip
+        yield "_Searching the abstracts…_", *waiting
         partial, answer = "", None
         try:
             events = run_with_deadline(
@@ -246,9 +262,9 @@ class AqaUI:
             for ev in events:
                 if ev.kind == "token":
                     partial += ev.text
-                    yield render.stream_markdown(partial), skip, skip, skip, skip, skip
+                    yield render.stream_markdown(partial), *waiting
                 elif ev.kind == "status" and not partial:
-                    yield f"_{render.md_escape(ev.text)}_", skip, skip, skip, skip, skip
+                    yield f"_{render.md_escape(ev.text)}_", *waiting
                 elif ev.kind == "answer":
                     answer = ev.answer
             if answer is None:
@@ -257,16 +273,27 @@ class AqaUI:
             msg = error_text(e)
             turns.append(Turn(question, None))
             yield (render.error_markdown(msg), render.error_panel(msg), turns,
-                   *self.export_buttons(turns))
+                   *self.export_buttons(turns), self.result(turns, error=msg))
             return
         turns.append(Turn(question, answer))
         yield (render.answer_markdown(answer), render.citations_panel(answer), turns,
-               *self.export_buttons(turns))
+               *self.export_buttons(turns), self.result(turns))
+
+    @staticmethod
+    def result(turns: list[Turn], error: str | None = None) -> str:
+        """JSON text for API clients: the latest answer (``Answer.to_dict()``, as
+        the CLI's --json), the error if it failed, and this session's questions."""
+        last = turns[-1].answer if turns else None
+        return json.dumps({
+            "answer": last.to_dict() if last is not None else None,
+            "error": error,
+            "conversation": [t.question for t in turns],
+        }, ensure_ascii=False)
 
     def new_chat(self) -> tuple:
         """Clear the conversation, its state, the panel and the exports."""
         return ([], [], [], render.citations_panel(None), *self.export_buttons([]),
-                gr.Textbox(value=""))
+                self.result([]), gr.Textbox(value=""))
 
     # -------------------------------------------------------------- compare
 
@@ -291,8 +318,8 @@ class AqaUI:
         return self.comparison_outputs(cmp)
 
     def comparison_outputs(self, cmp: Comparison) -> tuple:
-        md = export.write_export(export.comparison_markdown(cmp), "comparison", ".md")
-        csv = export.write_export(export.comparison_csv(cmp), "comparison", ".csv")
+        md = self._write(export.comparison_markdown(cmp), "comparison", ".md")
+        csv = self._write(export.comparison_csv(cmp), "comparison", ".csv")
         return (render.comparison_html(cmp), gr.DownloadButton(value=md, interactive=True),
                 gr.DownloadButton(value=csv, interactive=True))
 
@@ -360,7 +387,9 @@ def build_app(engine: Any, settings: Settings | None = None) -> gr.Blocks:
     sources, venues, years = ui.facet_choices()
     examples = ui.example_questions()
 
-    with gr.Blocks(title="abstracts-qa", analytics_enabled=False) as app:
+    # delete_cache: Gradio's copies of export files older than a day are removed.
+    with gr.Blocks(title="abstracts-qa", analytics_enabled=False,
+                   delete_cache=(3600, 86400)) as app:
         gr.Markdown("## abstracts-qa · grounded answers from paper abstracts")
         with gr.Tabs(selected="chat") as tabs:
             with gr.Tab("Chat", id="chat"):
@@ -373,6 +402,9 @@ def build_app(engine: Any, settings: Settings | None = None) -> gr.Blocks:
                                             elem_id="aqa-export-json", render=False)
                 dl_bib = gr.DownloadButton("BibTeX", interactive=False, size="sm",
                                            elem_id="aqa-export-bib", render=False)
+                # Structured result for API clients; a JSON string, because the
+                # client would try to download any dict with a "path" key.
+                result = gr.Textbox(visible=False, label="Result JSON", render=False)
                 with gr.Row(equal_height=False):
                     with gr.Column(scale=3):
                         with gr.Accordion("Settings: filters and papers to retrieve",
@@ -403,7 +435,7 @@ def build_app(engine: Any, settings: Settings | None = None) -> gr.Blocks:
                             textbox=textbox,
                             additional_inputs=[f_sources, f_venues, f_years, f_papers, f_k,
                                                turns],
-                            additional_outputs=[panel, turns, dl_md, dl_json, dl_bib],
+                            additional_outputs=[panel, turns, dl_md, dl_json, dl_bib, result],
                             examples=[[q] for q in examples] or None,
                             cache_examples=False,
                             api_name="chat",
@@ -420,12 +452,13 @@ def build_app(engine: Any, settings: Settings | None = None) -> gr.Blocks:
                             dl_json.render()
                             dl_bib.render()
                         panel.render()
+                        result.render()
                 reset_outputs = [chat.chatbot, chat.chatbot_state, turns, panel,
-                                 dl_md, dl_json, dl_bib, chat.textbox]
+                                 dl_md, dl_json, dl_bib, result, chat.textbox]
                 new_chat.click(ui.new_chat, None, reset_outputs, queue=False,
                                api_visibility="private")
-                chat.chatbot.clear(lambda: ui.new_chat()[2:7], None,
-                                   [turns, panel, dl_md, dl_json, dl_bib], queue=False,
+                chat.chatbot.clear(lambda: ui.new_chat()[2:8], None,
+                                   [turns, panel, dl_md, dl_json, dl_bib, result], queue=False,
                                    api_visibility="private")
 
             with gr.Tab("Compare", id="compare"):

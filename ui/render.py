@@ -51,6 +51,21 @@ def md_escape(text: str) -> str:
     return html.escape(_MD_SPECIAL.sub(r"\\\1", text or ""), quote=True)
 
 
+_MD_BOLD = re.compile(r"\\\*\\\*(\S(?:.*?\S)?)\\\*\\\*")
+_HTML_BOLD = re.compile(r"\*\*(\S(?:.*?\S)?)\*\*")
+
+
+def md_model_text(text: str) -> str:
+    """Model output for Markdown: literal like ``md_escape``, except that its
+    ``**bold**`` stays bold (harmless: the inside is already escaped)."""
+    return _MD_BOLD.sub(r"**\1**", md_escape(text))
+
+
+def html_model_text(text: str) -> str:
+    """Model output for HTML: escaped, with ``**bold**`` as <strong>."""
+    return _HTML_BOLD.sub(r"<strong>\1</strong>", esc(text))
+
+
 def safe_url(url: str | None) -> str | None:
     """Only http(s) links are rendered; ``javascript:`` and friends are dropped."""
     if not url:
@@ -120,7 +135,7 @@ def stream_markdown(partial: str) -> str:
 
 
 def sentence_markdown(s: SentenceSupport) -> str:
-    body = md_escape(strip_markers(s.text)) + _markers(s.citations)
+    body = md_model_text(strip_markers(s.text)) + _markers(s.citations)
     if s.supported:
         return body
     return f"⚠️ *{body}* *(unsupported)*"
@@ -142,8 +157,12 @@ def answer_markdown(answer: Answer) -> str:
     if answer.sentences:
         body = " ".join(sentence_markdown(s) for s in answer.sentences)
     else:
-        body = md_escape(answer.text)
+        body = md_model_text(answer.text)
     parts = [body]
+    standalone = (answer.standalone_question or "").strip()
+    if standalone and standalone.lower() != answer.question.strip().lower():
+        # A follow-up rewritten against the conversation: show what was searched.
+        parts.insert(0, f"_Follow-up understood as: {md_escape(standalone)}_")
     unsupported = sum(1 for s in answer.sentences if not s.supported)
     if unsupported:
         parts.append(
@@ -237,14 +256,14 @@ def _synthesis_html(cmp: Comparison) -> str:
     if cmp.synthesis_sentences:
         parts = []
         for s in cmp.synthesis_sentences:
-            body = esc(strip_markers(s.text)) + "".join(
+            body = html_model_text(strip_markers(s.text)) + "".join(
                 f' <span class="aqa-num">[{n}]</span>' for n in s.citations
             )
             if not s.supported:
                 body = f'<span class="aqa-unsupported" title="not supported by the abstracts">⚠️ {body}</span>'
             parts.append(body)
         return " ".join(parts)
-    return esc(cmp.synthesis)
+    return html_model_text(cmp.synthesis)
 
 
 def comparison_html(cmp: Comparison) -> str:
