@@ -32,7 +32,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
     ],
     "results": [
         (r"\b(outperform\w*|achiev\w+|improv\w+|state-of-the-art|SOTA|results? (show|demonstrate)|"
-         r"experiments? (show|demonstrate)|surpass\w*|speed-?up|reduc\w+|gains?)\b", 1.0),
+         r"experiments? (show|demonstrate)|surpass\w*|speed-?up|reduc\w+|gains?|matches|"
+         r"(less|fewer|faster|higher|lower|better) than|less data)\b", 1.0),
         (r"\d+(\.\d+)?\s?(%|x|×)", 0.8),
     ],
     "limitations": [

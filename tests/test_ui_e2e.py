@@ -2,8 +2,9 @@
 real engine (MiniLM + the small local smollm2 model) over the bundled corpus
 plus a planted abstract that carries ``<script>`` and ``<img onerror>``.
 
-One app and one browser per module; screenshots go to tests/artifacts/ and
-the chat and compare ones are copied to docs/screenshots/ for the README.
+One app and one browser per module; screenshots go to tests/artifacts/. With
+AQA_UI_README_SHOTS=1 the chat and compare ones are also copied to
+docs/screenshots/ for the README (best taken with AQA_UI_TEST_MODEL=qwen2.5-1.5b).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -58,7 +60,7 @@ def open_app(browser, server):
 def shot(page, name: str, readme: bool = False) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=not readme)  # README: one screen
-    if readme:
+    if readme and os.environ.get("AQA_UI_README_SHOTS") == "1":
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, SCREENSHOTS / f"{name}.png")
     return path

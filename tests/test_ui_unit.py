@@ -138,6 +138,13 @@ def test_md_escape_neutralises_html_and_markdown():
     assert r"\*b\*" in out and r"\$x\$" in out
 
 
+def test_model_bold_survives_but_html_does_not():
+    md = render.md_model_text("**Problem**: <img src=x onerror=alert(1)> uses *a* [x](y)")
+    assert md.startswith("**Problem**:") and "<img" not in md and r"\*a\*" in md
+    out = render.html_model_text("**Key <b>idea</b>** and ** stray")
+    assert out == "<strong>Key &lt;b&gt;idea&lt;/b&gt;</strong> and ** stray"
+
+
 def test_papers_html_shows_planted_abstract_as_text():
     out = render.papers_html([PX])
     assert "<script" not in out and "<img" not in out and "<b>parsing" not in out
