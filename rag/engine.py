@@ -13,6 +13,7 @@ from pathlib import Path
 
 from rag.answer import Answerer
 from rag.attribution import Attributor
+from rag.checks import name_markers
 from rag.compare import extract_cells, synthesis_notes
 from rag.config import Settings, get_settings
 from rag.corpus import provenance_id
@@ -235,7 +236,7 @@ class Engine:
                 if timings.ttft_ms is None:
                     timings.ttft_ms = round((time.perf_counter() - t0) * 1000, 1)
                 raw.append(piece)
-            attrs = self.attributor.attribute("".join(raw), hits)
+            attrs = self.attributor.attribute(name_markers("".join(raw), hits), hits)
             # Keep claims only, once each; a tiny model may loop or emit bare markers.
             seen: set[str] = set()
             sentences = []
