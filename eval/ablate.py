@@ -34,6 +34,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "dense": {"retriever": "dense"},
     "bm25": {"retriever": "bm25"},
     "hybrid-no-floor": {"relevance_floor": 0.0},
+    "hybrid-no-centroid": {"centroid_weight": 0.0},
     "chunk-64": {"chunk_tokens": 64, "chunk_overlap": 12},
     "chunk-256": {"chunk_tokens": 256, "chunk_overlap": 48},
 }

@@ -605,9 +605,10 @@ def bench_baseline(ctx: BenchContext) -> dict[str, Any]:
     if ctx.run_dir:
         summary = json.loads((Path(ctx.run_dir) / "summary.json").read_text())
         ov = summary["overall"]
-        out["ours"]["citation_precision"] = ov.get("citation_gold_precision", {}).get("mean")
-        out["ours"]["citation_precision_gold_or_supported"] = \
-            ov.get("citation_precision", {}).get("mean")
+        out["ours"]["citation_precision"] = _r(
+            ov.get("citation_gold_precision", {}).get("mean"), 3)
+        out["ours"]["citation_precision_gold_or_supported"] = _r(
+            ov.get("citation_precision", {}).get("mean"), 3)
         out["ours"]["citation_precision_from"] = str(ctx.run_dir)
     out["baseline"]["citation_precision"] = b["source_precision@2"]
     out["per_question"] = rows

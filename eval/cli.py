@@ -23,7 +23,8 @@ from typing import Any
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     """Settings fields given on the command line (None = keep env/.env/default)."""
     fields = {
-        "retriever": "retriever", "top_k": "top_k", "dense_weight": "dense_weight",
+        "retriever": "retriever", "top_k": "top_k", "centroid_weight": "centroid_weight",
+        "bm25_weight": "bm25_weight",
         "relevance_floor": "relevance_floor", "chunk_tokens": "chunk_tokens",
         "chunk_overlap": "chunk_overlap", "embed_provider": "embed_provider",
         "llm_provider": "llm_provider", "local_model": "local_model",
@@ -38,7 +39,8 @@ def _settings_args(p: argparse.ArgumentParser, *, retriever: bool = True,
     g = p.add_argument_group("engine settings (override env/.env)")
     if retriever:
         g.add_argument("--retriever", choices=["hybrid", "dense", "bm25"])
-        g.add_argument("--dense-weight", type=float)
+        g.add_argument("--centroid-weight", type=float)
+        g.add_argument("--bm25-weight", type=float)
         g.add_argument("--relevance-floor", type=float)
         g.add_argument("--chunk-tokens", type=int)
         g.add_argument("--chunk-overlap", type=int)

@@ -132,7 +132,7 @@ def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]],
         f"- Corpus: {corpus.get('papers', '?')} papers, {corpus.get('chunks', '?')} chunks; "
         f"embeddings `{corpus.get('embed_model', st.get('embed_provider'))}`; "
         f"LLM `{corpus.get('llm_model', '?') if use_llm else 'none (retrieval only)'}`",
-        f"- Retriever `{st.get('retriever')}` (dense_weight {st.get('dense_weight')}, "
+        f"- Retriever `{st.get('retriever')}` (centroid_weight {st.get('centroid_weight')}, bm25_weight {st.get('bm25_weight')}, "
         f"relevance_floor {st.get('relevance_floor')}, chunk_tokens {st.get('chunk_tokens')}, "
         f"top_k {k})",
         f"- Finished {run.get('finished')} in {fmt(run.get('seconds'), 1)} s; "

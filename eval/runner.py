@@ -193,7 +193,7 @@ def run_metadata(engine: Any, cfg: RunConfig, seconds: float) -> dict[str, Any]:
         st = engine.status().to_dict()
     except Exception as e:  # status is informative only
         st = {"error": str(e)}
-    keys = ("retriever", "dense_weight", "relevance_floor", "chunk_tokens", "chunk_overlap",
+    keys = ("retriever", "centroid_weight", "bm25_weight", "relevance_floor", "chunk_tokens", "chunk_overlap",
             "top_k", "candidate_k", "embed_provider", "llm_provider", "local_model",
             "support_threshold", "data_dir")
     return {

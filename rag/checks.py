@@ -28,7 +28,8 @@ QUANTITY = re.compile(
     r"\bhow (?:many|much|long|large|big|fast|often)\b|\bwhat (?:is |was |are )?(?:the )?"
     r"(?:exact |total |average |overall |final )?(?:number|accuracy|percentage|rate|size|budget|"
     r"speed-?up|score|value|amount|cost|count|error|improvement|reduction|gain|"
-    r"learning rate|batch size|epsilon|parameters?)\b",
+    r"learning rate|batch size|epsilon|parameters?|psnr|fid|bleu|perplexity|f1|auc|latency|"
+    r"throughput|pass@\d)\b",
     re.IGNORECASE,
 )
 _NUM = re.compile(

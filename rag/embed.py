@@ -30,9 +30,7 @@ class WordLlamaEmbedding(BaseEmbedding):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(model_name="wordllama", **kwargs)
-        from wordllama import WordLlama
-
-        self._model = WordLlama.load()
+        self._model = load_wordllama()
 
     def _embed(self, texts: list[str]) -> list[list[float]]:
         vecs = np.asarray(self._model.embed(texts), dtype=np.float32)
@@ -50,6 +48,27 @@ class WordLlamaEmbedding(BaseEmbedding):
 
     async def _aget_query_embedding(self, query: str) -> list[float]:
         return self._get_query_embedding(query)
+
+
+def load_wordllama():
+    """The bundled l2_supercat 256-d model, from the package folder only.
+
+    ``WordLlama.load()`` looks for its tokenizer in ``wordllama/tokenizer/``
+    but the package ships ``wordllama/tokenizers/``, so it would try to
+    download it; we assemble the model from the shipped files instead.
+    """
+    from safetensors import safe_open
+    from wordllama import WordLlama
+    from wordllama.inference import WordLlamaInference
+
+    from rag.models import package_dir
+
+    root = package_dir("wordllama")
+    weights = root / "weights" / "l2_supercat_256.safetensors"
+    tokenizer = root / "tokenizers" / "l2_supercat_tokenizer_config.json"
+    with safe_open(str(weights), framework="np", device="cpu") as f:
+        table = f.get_tensor("embedding.weight")
+    return WordLlamaInference(table, WordLlama.load_tokenizer(tokenizer))
 
 
 def embed_model_name(settings: Settings) -> str:

@@ -17,12 +17,14 @@ cannot restrict results by metadata filters).
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
 
+from rag.attribution import _NAME
 from rag.config import Settings
 from rag.embed import CachedEmbedder
 from rag.index import VectorIndex
@@ -99,6 +101,31 @@ class HybridRetriever:
             bm25=bm25,
             idf=idf,
         )
+
+    def unknown_names(self, question: str) -> list[str]:
+        """Technical names in the question (NeRF, HumanEval, WikiText-2: an
+        inner capital or a digit) that no indexed abstract or title contains.
+
+        Plain capitalised words and short acronyms are left out on purpose:
+        paraphrased questions use everyday names (Twitter, CCTV) that the
+        abstracts never do."""
+        import bm25s
+
+        snap = self.snapshot()
+        if snap.bm25 is None:
+            return []
+        names = {
+            m.group(0) for m in _NAME.finditer(question)
+            if re.search(r"[a-z][A-Z]|\d", m.group(0))
+        }
+        out = []
+        for name in sorted(n for n in names if len(n) > 2):
+            toks = bm25s.tokenize(
+                [name], stopwords="en", stemmer=self._stemmer, return_ids=False, show_progress=False
+            )[0]
+            if toks and not any(t in snap.bm25.vocab_dict for t in toks):
+                out.append(name)
+        return out
 
     # --- filters ---
     @staticmethod
