@@ -120,6 +120,9 @@ class Attributor:
             for s in split_sentences(h.paper.abstract):
                 units.append((h_i, s))
         paper_terms = [self.stem.terms(h.paper.abstract + " " + h.paper.title) for h in hits]
+        # Naming a paper is not evidence for a claim about it: the title's own
+        # words are left out when measuring the claim's recall in that paper.
+        title_terms = [self.stem.terms(h.paper.title) for h in hits]
         docs = [_normalise(h.paper.abstract + " " + h.paper.title) for h in hits]
         q_norm = _normalise(question)
 
@@ -142,7 +145,8 @@ class Attributor:
                     per_paper.append((0.0, -1))
                     continue
                 best_u = max(idx, key=lambda u: sims[si, u])
-                lex = len(terms & paper_terms[h_i]) / len(terms)
+                claim = terms - title_terms[h_i] or terms
+                lex = len(claim & paper_terms[h_i]) / len(claim)
                 per_paper.append((0.5 * lex + 0.5 * float(max(sims[si, best_u], 0.0)), best_u))
             valid = [m for m in markers if 1 <= m <= len(hits)]
             best_h = int(np.argmax([p[0] for p in per_paper]))

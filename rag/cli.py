@@ -121,6 +121,7 @@ def cmd_ingest(args):
 
 def cmd_search(args):
     eng = _engine(args)
+    eng.warm(llm=False)
     for q in _batch(args.batch, args.query):
         hits = eng.search(q, k=args.k, filters=_filters(args))
         if args.json or args.batch:
@@ -131,6 +132,7 @@ def cmd_search(args):
 
 def cmd_ask(args):
     eng = _engine(args)
+    eng.warm()  # load models first, so the printed timings are the question's own
     for q in _batch(args.batch, args.question):
         if args.json or args.batch:
             _emit(eng.ask(q, k=args.k, filters=_filters(args)).to_dict())

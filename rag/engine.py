@@ -83,6 +83,7 @@ class Engine:
 
     def warm(self, llm: bool = True) -> None:
         """Load the models now, so the first question's timings are honest."""
+        self._ready()
         self._get_embedder().embed_query("warm up")
         if llm:
             model = self._get_llm()

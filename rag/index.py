@@ -131,9 +131,12 @@ class VectorIndex:
 
         todo: list[tuple[Paper, str]] = []
         meta_only: list[Paper] = []
+        # A paper without its centroid vector (an index from before centroids)
+        # is redone; its chunk vectors come from the cache.
+        centroids = self._ids(self.paper_collection)
         for p in loaded.papers:
             h = content_hash(p)
-            if old.get(p.paper_id) == h:
+            if old.get(p.paper_id) == h and p.paper_id in centroids:
                 report.papers_unchanged += 1
                 meta_only.append(p)  # provenance/links may have changed; cheap to refresh
             else:
@@ -217,15 +220,19 @@ class VectorIndex:
         for i in range(0, len(paper_ids), 5000):
             self.paper_collection.delete(ids=paper_ids[i : i + 5000])
 
+    @staticmethod
+    def _ids(coll) -> set[str]:
+        out: set[str] = set()
+        for off in range(0, coll.count(), 10000):
+            out.update(coll.get(include=[], limit=10000, offset=off)["ids"])
+        return out
+
     def _drop_orphans(self) -> None:
         """Delete vectors the catalog does not list (an interrupted ingest)."""
         chunks = {c[0] for c in self.catalog.chunks()}
         papers = set(self.catalog.hashes())
         for coll, known in ((self.collection, chunks), (self.paper_collection, papers)):
-            orphans: list[str] = []
-            for off in range(0, coll.count(), 10000):
-                got = coll.get(include=[], limit=10000, offset=off)
-                orphans += [i for i in got["ids"] if i not in known]
+            orphans = sorted(self._ids(coll) - known)
             for i in range(0, len(orphans), 5000):
                 coll.delete(ids=orphans[i : i + 5000])
 
