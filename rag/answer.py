@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 
 from rag.attribution import NOT_FOUND, Attributor, split_sentences
 from rag.checks import (
+    adds_nothing,
     asks_quantity,
     has_number,
     identification_answer,
@@ -186,6 +187,8 @@ class Answerer:
     def _identify(self, raw: str, hits: list[SearchHit], question: str) -> str:
         """Turn answers that merely point at papers into named, quoted papers."""
         emb = self.attributor.embedder
+        if asks_quantity(question):  # a value is asked for; pointing at a paper is no answer
+            return name_markers(raw, hits)
         nums = markers_only(raw)
         if nums is None:
             raw = name_markers(raw, hits)
@@ -213,6 +216,11 @@ class Answerer:
         if not raw or (first and NOT_FOUND.search(first[0])):
             reason = "The retrieved abstracts do not state this."
             return decline_text(hits, reason), [], [], True, reason
+        if adds_nothing(split_sentences(raw), question, hits, self.attributor.stem.terms) and not (
+            markers_only(raw) and not asks_quantity(question)
+        ):
+            reason = "The model's answer only restates the question."
+            return decline_text(hits, reason), [], [], True, reason
         raw = self._identify(raw, hits, question)
         attrs = self.attributor.attribute(raw, hits, question)
         content = [a for a in attrs if not a.sentence.contentless]
@@ -226,7 +234,10 @@ class Answerer:
                 f"({len(supported)} of {len(content)} sentences supported)."
             )
             return decline_text(hits, reason), [a.sentence for a in attrs], [], True, reason
-        if asks_quantity(question) and not has_number(a.sentence for a in content):
+        named = set().union(*question_entities(question, hits).values())
+        if asks_quantity(question) and not has_number(
+            [(a.sentence, a.cited_ids) for a in content], question, named
+        ):
             reason = "The question asks for a value that the retrieved abstracts do not state."
             return decline_text(hits, reason), [a.sentence for a in attrs], [], True, reason
         cited = {pid for a in supported for pid in a.cited_ids}

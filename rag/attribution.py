@@ -31,7 +31,9 @@ STOP = set(
     would should may might will shall has have had not no than then so such into over under about
     also both each other more most less very paper papers study studies propose proposes proposed
     approach method methods work works use uses used using based new show shows shown our we us
-    answer question excerpt excerpts abstract abstracts authors""".split()
+    answer question excerpt excerpts abstract abstracts authors seen stated state states mention
+    mentions mentioned described describes according shown discussed discusses found given
+    provided reported reports collection""".split()
 )
 NOT_FOUND = re.compile(
     r"\bNOT[ _]FOUND\b|\b(?:is|are) not (?:mentioned|stated|specified|provided|given|reported|"
@@ -74,7 +76,7 @@ class _Stemmer:
         self._s = Stemmer.Stemmer("english")
 
     def terms(self, text: str) -> set[str]:
-        words = [w.lower() for w in _WORD.findall(text)]
+        words = [w.lower() for w in _WORD.findall(_unlatex(text))]
         # Numbers are content however short ("3K", "7"); other short words are not.
         keep = [w for w in words if w not in STOP and (len(w) > 2 or w[0].isdigit())]
         return set(self._s.stemWords(keep))
@@ -88,8 +90,13 @@ def specifics(text: str) -> set[str]:
     return {s for s in found if len(s) > 1 or not s.isdigit()}
 
 
+def _unlatex(text: str) -> str:
+    """Abstracts write 44\\% and $2\\times$; answers write 44% and 2x."""
+    return text.replace("\\%", "%").replace("$", "").replace("\\times", "x")
+
+
 def _normalise(text: str) -> str:
-    return re.sub(r"\s+", "", text.lower().replace("\u2009", ""))
+    return re.sub(r"\s+", "", _unlatex(text).lower().replace("\u2009", ""))
 
 
 @dataclass
@@ -135,7 +142,8 @@ class Attributor:
         out: list[Attribution] = []
         for si, (text, markers) in enumerate(clean):
             terms = self.stem.terms(text)
-            if not terms:  # "Here is what I found:" needs no source
+            # "Here is what I found:" or "This can be seen in <title> [1]." claims nothing.
+            if not terms or not terms - set().union(*title_terms):
                 out.append(Attribution(SentenceSupport(text, [], 1.0, True, contentless=True), []))
                 continue
             per_paper: list[tuple[float, int]] = []  # (support, best unit index)

@@ -28,13 +28,13 @@ QUANTITY = re.compile(
     r"\bhow (?:many|much|long|large|big|fast|often)\b|\bwhat (?:is |was |are )?(?:the )?"
     r"(?:exact |total |average |overall |final )?(?:number|accuracy|percentage|rate|size|budget|"
     r"speed-?up|score|value|amount|cost|count|error|improvement|reduction|gain|"
-    r"learning rate|batch size|epsilon|parameters?|psnr|fid|bleu|perplexity|f1|auc|latency|"
+    r"learning[- ]rates?|batch size|epsilon|parameters?|values?|psnr|fid|bleu|perplexity|f1|auc|latency|"
     r"throughput|pass@\d)\b",
     re.IGNORECASE,
 )
 _NUM = re.compile(
-    r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
-    r"hundred|thousand|million|billion|dozen|half|twice|double|triple|single)\b",
+    r"\d|\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
+    r"hundred|thousand|million|billion|dozen|twice|double|triple)\b",
     re.IGNORECASE,
 )
 WHICH_PAPER = re.compile(
@@ -61,7 +61,10 @@ def name_markers(raw: str, hits: list[SearchHit]) -> str:
         pieces, last = [], 0
         for m in _CHAIN.finditer(sent):
             before = sent[last : m.start()]
-            noun = _NOUN_BEFORE.search(sent[: m.start()]) and sent[m.end():].strip() not in ("", ".")
+            after = sent[m.end():].strip()
+            # "[1] MELON is…" is a leading citation; "[2] proposes…" uses [2] as a noun.
+            leading_cite = not sent[: m.start()].strip() and after[:1].isupper()
+            noun = _NOUN_BEFORE.search(sent[: m.start()]) and after not in ("", ".") and not leading_cite
             noun = noun or bool(re.search(r"\b(?:is|are|was|to|in)\s*$", sent[: m.start()], re.I))
             pieces += [before, titled(m) if noun else m.group(0)]
             last = m.end()
@@ -107,12 +110,33 @@ def restates_question(sentence: str, question: str, hits: list[SearchHit], terms
     return nums if len(extra) <= 1 else []
 
 
+def adds_nothing(sentences: list[str], question: str, hits: list[SearchHit], terms) -> bool:
+    """True when every content word of the answer is already in the question
+    or in a retrieved paper's name ("The base LLM is fine-tuned with ReVISE.")."""
+    known = terms(question)
+    for h in hits:
+        known |= terms(h.paper.title)
+    said: set[str] = set()
+    for s in sentences:
+        said |= terms(strip_markers(s)[0])
+    return not (said - known)
+
+
 def asks_quantity(question: str) -> bool:
     return bool(QUANTITY.search(question))
 
 
-def has_number(sentences) -> bool:
-    return any(_NUM.search(s.text) and s.supported for s in sentences)
+def has_number(sentences, question: str, about: set[str] | None = None) -> bool:
+    """A supported sentence states a value the question did not already hold
+    ("two quivers" is not an answer); with ``about`` (paper ids the question
+    names), it must also cite one of those papers."""
+    asked = {m.group(0).lower() for m in _NUM.finditer(question)}
+    return any(
+        s.supported
+        and any(m.group(0).lower() not in asked for m in _NUM.finditer(s.text))
+        and (not about or about & set(ids))
+        for s, ids in sentences
+    )
 
 
 def question_entities(question: str, hits: list[SearchHit]) -> dict[str, set[str]]:
