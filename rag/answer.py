@@ -216,7 +216,7 @@ class Answerer:
         if not raw or (first and NOT_FOUND.search(first[0])):
             reason = "The retrieved abstracts do not state this."
             return decline_text(hits, reason), [], [], True, reason
-        if adds_nothing(split_sentences(raw), question, hits, self.attributor.stem.terms) and not (
+        if adds_nothing(split_sentences(raw), question, self.attributor.stem.terms) and not (
             markers_only(raw) and not asks_quantity(question)
         ):
             reason = "The model's answer only restates the question."

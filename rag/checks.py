@@ -24,17 +24,19 @@ _NOUN_BEFORE = re.compile(
 )
 _LEAD_NOUN = re.compile(r"\b(?:the )?(?:excerpts?|papers?|abstracts?)\s+(?=(?-i:[A-Z]))", re.IGNORECASE)
 
+# Asked at the start of the question or of one of its clauses: "how much a
+# harmful answer helps" inside a "what measure…" question asks for no value.
 QUANTITY = re.compile(
-    r"\bhow (?:many|much|long|large|big|fast|often)\b|\bwhat (?:is |was |are )?(?:the )?"
+    r"(?:^|[,;]\s*|\band\s+)(?:\bhow (?:many|much|long|large|big|fast|often)\b|\bwhat (?:is |was |are )?(?:the )?"
     r"(?:exact |total |average |overall |final )?(?:number|accuracy|percentage|rate|size|budget|"
     r"speed-?up|score|value|amount|cost|count|error|improvement|reduction|gain|"
     r"learning[- ]rates?|batch size|epsilon|parameters?|values?|psnr|fid|bleu|perplexity|f1|auc|latency|"
-    r"throughput|pass@\d)\b",
+    r"throughput|pass@\d)\b)",
     re.IGNORECASE,
 )
 _NUM = re.compile(
     r"\d|\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
-    r"hundred|thousand|million|billion|dozen|twice|double|triple)\b",
+    r"hundred|thousand|million|billion|dozen|half|twice|double|triple)\b",
     re.IGNORECASE,
 )
 WHICH_PAPER = re.compile(
@@ -110,12 +112,12 @@ def restates_question(sentence: str, question: str, hits: list[SearchHit], terms
     return nums if len(extra) <= 1 else []
 
 
-def adds_nothing(sentences: list[str], question: str, hits: list[SearchHit], terms) -> bool:
+def adds_nothing(sentences: list[str], question: str, terms) -> bool:
     """True when every content word of the answer is already in the question
-    or in a retrieved paper's name ("The base LLM is fine-tuned with ReVISE.")."""
+    ("The base LLM is fine-tuned with ReVISE.")."""
+    # Paper names are new information: "BARK and DRAGO use Bayesian optimization"
+    # answers "which papers use Bayesian optimization?".
     known = terms(question)
-    for h in hits:
-        known |= terms(h.paper.title)
     said: set[str] = set()
     for s in sentences:
         said |= terms(strip_markers(s)[0])
