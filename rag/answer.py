@@ -216,7 +216,8 @@ class Answerer:
         if not raw or (first and NOT_FOUND.search(first[0])):
             reason = "The retrieved abstracts do not state this."
             return decline_text(hits, reason), [], [], True, reason
-        if adds_nothing(split_sentences(raw), question, self.attributor.stem.terms) and not (
+        named = split_sentences(name_markers(raw, hits))  # "[1] and [2] use X" names papers
+        if adds_nothing(named, question, self.attributor.stem.terms) and not (
             markers_only(raw) and not asks_quantity(question)
         ):
             reason = "The model's answer only restates the question."
