@@ -113,3 +113,48 @@ def test_stream_yields_tokens_then_answer(fake_engine):
     kinds = [ev.kind for ev in eng.ask_stream(SHIELD_Q)]
     assert "token" in kinds and kinds[-1] == "answer"
     assert kinds.index("token") < kinds.index("answer")
+
+
+def test_bare_marker_answer_names_and_quotes_the_top_paper(fake_engine):
+    eng = fake_engine(llm=FakeLLM("[3]"))
+    a = eng.ask("Which paper proposes a guardrail agent for safety policy compliance of agents?")
+    assert not a.declined
+    top = a.retrieved[0].paper
+    assert a.citations[0].paper.paper_id == top.paper_id
+    quote = a.sentences[0].text.split(": ", 1)[1]
+    assert a.sentences[0].text.startswith(top.title) and quote in top.abstract
+
+
+def test_marker_used_as_noun_becomes_the_title(fake_engine):
+    from rag.checks import name_markers
+
+    eng = fake_engine()
+    hits = eng.search("guardrail agent safety policy", k=3)
+    out = name_markers("According to [1], rules come from policy documents.", hits)
+    assert out.startswith(f"According to {hits[0].paper.title} [1],")
+    assert name_markers("MELON [1] uses masks.", hits) == "MELON [1] uses masks."
+
+
+def test_restating_the_question_is_declined(fake_engine):
+    eng = fake_engine(llm=FakeLLM("The base LLM is fine-tuned with ReVISE in the experiments. [1]"))
+    a = eng.ask("Which base LLM is fine-tuned with ReVISE in the experiments?")
+    assert a.declined and "restates" in a.decline_reason
+
+
+def test_quantity_question_needs_a_stated_value(fake_engine):
+    eng = fake_engine(llm=FakeLLM(  # supported, verbatim, but states no count
+        "ShieldAgent first constructs a safety policy model by extracting verifiable rules from "
+        "policy documents and structuring them into a set of action-based probabilistic rule "
+        "circuits [1]."))
+    a = eng.ask("How many verifiable rules does ShieldAgent extract from policy documents?")
+    assert a.declined and "value" in a.decline_reason
+    eng._llm = FakeLLM("ShieldAgent outperforms prior methods by 11.3% on average [1].")
+    b = eng.ask("How much does ShieldAgent outperform prior methods on average?")
+    assert not b.declined and "11.3%" in b.text
+
+
+def test_unknown_technical_name_is_declined_before_the_llm(fake_engine):
+    llm = FakeLLM("should not be called")
+    eng = fake_engine(llm=llm)
+    a = eng.ask("What pass@1 on HumanEval does the collection's code model reach?")
+    assert a.declined and "HumanEval" in a.decline_reason and llm.calls == []
