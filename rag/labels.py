@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import re
+from functools import lru_cache
 
 MAX_WORDS = 8
 _ACRONYM_INLINE_CHARS = 40  # "Phrase (ACR)" up to this length, else just "ACR"
@@ -437,6 +438,11 @@ def _tidy(label: str) -> str:
 
 def label_candidates(abstract: str) -> list[str]:
     """Label candidates for ``abstract``, best first, distinct (case-insensitive), non-empty."""
+    return list(_label_candidates(abstract))
+
+
+@lru_cache(maxsize=65536)  # asked twice per paper (derive, then de-duplicate labels)
+def _label_candidates(abstract: str) -> tuple[str, ...]:
     text = _prep(abstract)
     sents = _sentences(text)
     raw = _named_candidates(sents) + _topic_candidates(sents)
@@ -449,7 +455,7 @@ def label_candidates(abstract: str) -> list[str]:
         if label and label.lower() not in seen:
             seen.add(label.lower())
             out.append(label)
-    return out
+    return tuple(out)
 
 
 def derive_label(abstract: str) -> str:

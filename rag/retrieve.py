@@ -17,6 +17,7 @@ cannot restrict results by metadata filters).
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections import defaultdict
@@ -29,6 +30,8 @@ from rag.config import Settings
 from rag.embed import CachedEmbedder
 from rag.index import VectorIndex
 from rag.types import Filters, Paper, Passage, SearchHit
+
+logging.getLogger("bm25s").setLevel(logging.WARNING)  # its DEBUG lines flood CLI output
 
 
 @dataclass
