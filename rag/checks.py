@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 
-from rag.attribution import _NAME, MARKER, split_sentences, strip_markers
+from rag.attribution import _NAME, split_sentences, strip_markers
 from rag.types import SearchHit
 
 # A run of markers used as a noun ("According to [1]", "Excerpts [1] and [3]
@@ -153,6 +153,3 @@ def question_entities(question: str, hits: list[SearchHit]) -> dict[str, set[str
             out[ent] = ids
     return out
 
-
-def strip_all_markers(text: str) -> str:
-    return MARKER.sub("", text)
