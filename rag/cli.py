@@ -182,10 +182,8 @@ def cmd_serve(args):
     from rag.engine import Engine
 
     eng = Engine(settings)
-    if eng.status().papers == 0 or args.ingest:
-        print("Indexing the corpus (first run embeds every abstract once)…", flush=True)
-        rep = eng.ingest(progress=True)
-        print(f"Indexed {rep.papers_total} papers.", flush=True)
+    if args.ingest:  # serve() itself indexes the corpus when the index is empty
+        eng.ingest(progress=True)
     serve(settings, engine=eng)
 
 

@@ -540,5 +540,7 @@ def serve(settings: Settings | None = None, engine: Any = None) -> None:
 
         engine = Engine(settings)
     if engine.status().papers == 0:
-        engine.ingest(progress=True)
+        print("Indexing the corpus (the first run embeds every abstract once)…", flush=True)
+        rep = engine.ingest(progress=True)
+        print(f"Indexed {rep.papers_total} papers.", flush=True)
     launch(build_app(engine, settings), settings, block=True)
