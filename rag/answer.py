@@ -149,14 +149,14 @@ class Answerer:
         if not hits or (s.retriever != "bm25" and top_dense < s.relevance_floor):
             reason = "No indexed abstract is close enough to the question."
             yield StreamEvent("answer", answer=finish(
-                decline_text(hits, reason), [], [], True, reason, "none"))
+                *declined(hits, reason), "none"))
             return
 
         unknown = self.retriever.unknown_names(standalone)
         if unknown:
             reason = f"No indexed abstract mentions {', '.join(unknown)}."
             yield StreamEvent("answer", answer=finish(
-                decline_text(hits, reason), [], [], True, reason, "none"))
+                *declined(hits, reason), "none"))
             return
 
         llm = self.llm
@@ -215,37 +215,37 @@ class Answerer:
         first = split_sentences(raw)[:1]
         if not raw or (first and NOT_FOUND.search(first[0])):
             reason = "The retrieved abstracts do not state this."
-            return decline_text(hits, reason), [], [], True, reason
+            return declined(hits, reason)
         named = split_sentences(name_markers(raw, hits))  # "[1] and [2] use X" names papers
         if adds_nothing(named, question, self.attributor.stem.terms) and not (
             markers_only(raw) and not asks_quantity(question)
         ):
             reason = "The model's answer only restates the question."
-            return decline_text(hits, reason), [], [], True, reason
+            return declined(hits, reason)
         raw = self._identify(raw, hits, question)
         attrs = self.attributor.attribute(raw, hits, question)
         content = [a for a in attrs if not a.sentence.contentless]
         if not content:
             reason = "The model gave no answer that the abstracts support."
-            return decline_text(hits, reason), [], [], True, reason
+            return declined(hits, reason)
         supported = [a for a in content if a.sentence.supported]
         if len(supported) / len(content) < s.min_supported_share:
             reason = (
                 "The model's answer is not supported by the retrieved abstracts "
                 f"({len(supported)} of {len(content)} sentences supported)."
             )
-            return decline_text(hits, reason), [a.sentence for a in attrs], [], True, reason
+            return declined(hits, reason, [a.sentence for a in attrs])
         named = set().union(*question_entities(question, hits).values())
         if asks_quantity(question) and not has_number(
             [(a.sentence, a.cited_ids) for a in content], question, named
         ):
             reason = "The question asks for a value that the retrieved abstracts do not state."
-            return decline_text(hits, reason), [a.sentence for a in attrs], [], True, reason
+            return declined(hits, reason, [a.sentence for a in attrs])
         cited = {pid for a in supported for pid in a.cited_ids}
         for ent, ids in question_entities(question, hits).items():
             if not ids & cited:
                 reason = f"The supported parts of the answer are not about {ent}."
-                return decline_text(hits, reason), [a.sentence for a in attrs], [], True, reason
+                return declined(hits, reason, [a.sentence for a in attrs])
 
         # Renumber: [n] in the final text counts cited papers in order of first use.
         order: dict[int, int] = {}
@@ -272,6 +272,11 @@ class Answerer:
             score, ev = best.get(hit_n, (0.0, h.snippet))
             citations.append(Citation(number=num, paper=h.paper, snippet=ev or h.snippet, score=score))
         return " ".join(parts), sentences, citations, False, None
+
+
+def declined(hits: list[SearchHit], reason: str, sentences: list | None = None):
+    """The (text, sentences, citations, declined, reason) of a decline."""
+    return decline_text(hits, reason), sentences or [], [], True, reason
 
 
 def decline_text(hits: list[SearchHit], reason: str) -> str:
