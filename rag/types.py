@@ -116,12 +116,18 @@ class Citation:
     number: int
     paper: Paper
     snippet: str  # the passage that supports the cited sentence(s)
-    score: float  # best support score of this paper over the sentences citing it
+    score: float  # quote match: best support of the answer's sentences by this paper's quote
+    # Does this paper answer the question? Cosine of the question and the
+    # paper's best evidence sentence (independent of how the answer is worded).
+    relevance: float = 0.0
+    quotes: list[str] = field(default_factory=list)  # verbatim evidence sentences
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "number": self.number,
             "score": self.score,
+            "relevance": self.relevance,
+            "quotes": list(self.quotes),
             "snippet": self.snippet,
             "paper": self.paper.to_dict(),
         }
@@ -139,9 +145,42 @@ class SentenceSupport:
     paper_id: str | None = None
     evidence: str | None = None  # the supporting passage text
     contentless: bool = False  # e.g. "Here is what I found:"; needs no source
+    # Set when a check failed after the sentence was shown (streamed): the UI
+    # and CLI keep the text visible and mark it withdrawn, with the reason.
+    withdrawn: bool = False
+    withdrawn_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass
+class Evidence:
+    """A verbatim abstract sentence an answer rests on, chosen before any
+    answer text is written."""
+
+    number: int  # citation number [n] of its paper in the answer
+    paper_id: str
+    text: str
+    relevance: float  # cosine of the question and this sentence
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class RuleFiring:
+    """One named decision rule evaluated on an answer: whether it fired and why."""
+
+    name: str
+    fired: bool
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+DeclineKind = Literal["absent", "missing_detail"]
 
 
 @dataclass
@@ -157,15 +196,25 @@ class Timings:
 @dataclass
 class Answer:
     question: str
-    standalone_question: str  # follow-up condensed against the history
-    text: str  # final answer text with validated [n] markers
-    sentences: list[SentenceSupport]
+    standalone_question: str  # the question as interpreted (follow-ups resolved)
+    text: str  # final answer: synthesis with [n] markers, then the quoted evidence
+    sentences: list[SentenceSupport]  # the synthesis sentences, checked
     citations: list[Citation]
     retrieved: list[SearchHit]
     declined: bool
-    decline_reason: str | None
+    decline_reason: str | None  # plain words for the user; internals go to ``rules``
     model: str
     timings: Timings
+    decline_kind: DeclineKind | None = None  # absent topic, or a missing detail of a paper
+    evidence: list[Evidence] = field(default_factory=list)
+    rules: list[RuleFiring] = field(default_factory=list)
+    pinned: list[str] = field(default_factory=list)  # paper ids the question was restricted to
+
+    @property
+    def interpreted(self) -> str | None:
+        """The interpreted question when it differs from what was typed."""
+        s = (self.standalone_question or "").strip()
+        return s if s and s.lower() != self.question.strip().lower() else None
 
     @property
     def nearest(self) -> list[SearchHit]:
@@ -179,6 +228,10 @@ class Answer:
             "answer": self.text,
             "declined": self.declined,
             "decline_reason": self.decline_reason,
+            "decline_kind": self.decline_kind,
+            "pinned": list(self.pinned),
+            "evidence": [e.to_dict() for e in self.evidence],
+            "rules": [r.to_dict() for r in self.rules],
             "model": self.model,
             "timings": self.timings.to_dict(),
             "sentences": [s.to_dict() for s in self.sentences],
@@ -189,10 +242,14 @@ class Answer:
 
 @dataclass
 class StreamEvent:
-    """``ask_stream`` yields ``token`` events (text = the new piece), optional
-    ``status`` events (text = progress message), then one ``answer`` event."""
+    """``ask_stream`` yields optional ``status`` events (text = progress
+    message), one ``evidence`` event once the evidence is chosen (``answer``
+    holds a preliminary Answer with ``evidence``/``citations`` filled, no text),
+    ``token`` events (text = the new piece of the synthesis), then one final
+    ``answer`` event. Streamed text is never silently replaced: sentences that
+    fail a check afterwards come back with ``withdrawn=True``."""
 
-    kind: Literal["token", "status", "answer"]
+    kind: Literal["token", "status", "evidence", "answer"]
     text: str = ""
     answer: Answer | None = None
 
