@@ -32,6 +32,8 @@ import yaml
 
 from rag.errors import CorpusError
 from rag.labels import derive_label, label_candidates
+from rag.sidecar import SIDECAR_NAME, load_and_apply
+from rag.textio import FileReadError, decode_error_messages, read_text, split_lines
 from rag.types import Paper, Provenance
 
 __all__ = [
@@ -218,35 +220,6 @@ def _str_field(rec: dict[str, Any], key: str) -> str | None:
 # --------------------------------------------------------------------------- reading
 
 
-class _FileError(Exception):
-    def __init__(self, line: int | None, message: str) -> None:
-        super().__init__(message)
-        self.line, self.message = line, message
-
-
-def _read_text(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise _FileError(None, f"cannot read file: {e.strerror or e}") from e
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise _FileError(
-            line, f"not valid UTF-8 (byte 0x{data[e.start]:02x}); re-save the file as UTF-8"
-        ) from e
-    if not text.strip():
-        raise _FileError(None, "empty file")
-    return text
-
-
-def _lines(text: str) -> list[str]:
-    # split on "\n" only: str.splitlines() also splits on \x0b, \u2028... and would
-    # make reported line numbers disagree with editors
-    return [ln.rstrip("\r") for ln in text.split("\n")]
-
-
 class _Builder:
     """Turns raw records of one file into Papers + errors with shared conventions."""
 
@@ -320,7 +293,7 @@ def _load_seed(text: str, b: _Builder) -> None:
     venue = year = None
     ordinal = 0
     heading_seen = False
-    for lineno, raw in enumerate(_lines(text), start=1):
+    for lineno, raw in enumerate(split_lines(text), start=1):
         line = raw.strip()
         if not line:
             continue
@@ -356,7 +329,7 @@ def _record_fields(rec: dict[str, Any]) -> dict[str, Any]:
 
 def _load_jsonl(text: str, b: _Builder) -> None:
     ordinal = 0
-    for lineno, raw in enumerate(_lines(text), start=1):
+    for lineno, raw in enumerate(split_lines(text), start=1):
         if not raw.strip():
             continue
         ordinal += 1
@@ -454,7 +427,7 @@ _PMLR_PAGE = "https://proceedings.mlr.press/v{volume}/{id}.html"
 
 def _load_post(text: str, b: _Builder) -> None:
     """A PMLR Jekyll post: YAML front matter between ``---`` lines."""
-    lines = _lines(text)
+    lines = split_lines(text)
     if not lines or lines[0].strip() != "---":
         b.error(1, "no YAML front matter (a post must start with a '---' line)")
         return
@@ -556,11 +529,14 @@ def load_file(path: Path, *, rel: str, source: str) -> tuple[list[Paper], list[C
         )
         return b.papers, b.errors
     try:
-        text = _read_text(path)
-    except _FileError as e:
+        text, bad = read_text(path)
+    except FileReadError as e:
         b.error(e.line, e.message)
         return b.papers, b.errors
+    for line, message in decode_error_messages(bad):
+        b.error(line, message)
     loader(text, b)
+    b.errors.sort(key=lambda e: e.line or 0)
     return b.papers, b.errors
 
 
@@ -568,7 +544,11 @@ def _walk(root: Path) -> Iterable[Path]:
     """Supported files under ``root``, recursively, sorted, skipping hidden entries."""
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        # a metadata sidecar next to seed .txt files is not a corpus file
+        sidecar = SIDECAR_NAME in filenames and any(n.lower().endswith(".txt") for n in filenames)
         for name in sorted(filenames):
+            if (sidecar and name == SIDECAR_NAME) or Path(name).stem.lower() == "readme":
+                continue  # the sidecar, and a folder's README (documentation, not a post)
             if not name.startswith(".") and Path(name).suffix.lower() in SUPPORTED_EXTENSIONS:
                 yield Path(dirpath) / name
 
@@ -582,6 +562,8 @@ def load_corpus(paths: Sequence[Path | str], *, dedup_threshold: float = 0.6) ->
     errors: list[CorpusError] = []
     files: list[str] = []
     seen: set[Path] = set()
+    # folder -> (provenance dir, seed papers, names of the seed files loaded)
+    seeds: dict[Path, tuple[str, list[Paper], set[str]]] = {}
     for given in paths:
         p = Path(given)
         if not p.exists():
@@ -610,6 +592,15 @@ def load_corpus(paths: Sequence[Path | str], *, dedup_threshold: float = 0.6) ->
             got, errs = load_file(f, rel=rel, source=source)
             papers.extend(got)
             errors.extend(errs)
+            if f.suffix.lower() == ".txt":
+                rel_dir = rel.rpartition("/")[0]
+                entry = seeds.setdefault(f.parent, (rel_dir, [], set()))
+                entry[1].extend(got)
+                entry[2].add(f.name)
+    for folder, (rel_dir, seed_papers, names) in seeds.items():
+        # real titles/authors/links from a metadata.jsonl next to the seed files,
+        # matched to abstracts by content (before dedup, so ids stay as they were)
+        errors.extend(load_and_apply(folder, rel_dir, seed_papers, names))
     papers, merged = merge_duplicates(papers, dedup_threshold)
     errors.extend(_unique_ids(papers))
     _distinct_labels(papers)

@@ -34,6 +34,16 @@ def bundled() -> corpus.LoadResult:
     return load_corpus([BUNDLED])
 
 
+@pytest.fixture(scope="module")
+def bundled_plain(tmp_path_factory: pytest.TempPathFactory) -> corpus.LoadResult:
+    """The bundled seed files WITHOUT their metadata sidecar: derived labels only."""
+    d = tmp_path_factory.mktemp("plain") / "icml2025"
+    d.mkdir()
+    for f in BUNDLED.glob("*.txt"):
+        shutil.copy(f, d / f.name)
+    return load_corpus([d])
+
+
 def by_id(papers: list[Paper]) -> dict[str, Paper]:
     return {p.paper_id: p for p in papers}
 
@@ -172,10 +182,16 @@ def test_pmlr_scalars_stay_text(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- bundled corpus
 
 
-def test_bundled_corpus_loads_57_distinct_labelled_papers(bundled: corpus.LoadResult) -> None:
+def test_bundled_corpus_loads_57_distinct_labelled_papers(
+    bundled: corpus.LoadResult, bundled_plain: corpus.LoadResult
+) -> None:
     assert bundled.errors == []
     assert len(bundled.papers) == 57 and bundled.duplicates_merged == 0
-    assert len(bundled.files) == 3
+    assert len(bundled.files) == 3  # the metadata.jsonl sidecar is not a corpus file
+    assert [p.paper_id for p in bundled.papers] == [p.paper_id for p in bundled_plain.papers]
+    assert len({p.title.casefold() for p in bundled.papers}) == 57
+    bundled = bundled_plain  # derived labels: the fallback when a corpus has no titles
+    assert bundled.errors == []
     labels = [p.title.casefold() for p in bundled.papers]
     assert len(set(labels)) == 57
     assert all(p.title_derived for p in bundled.papers)
@@ -183,14 +199,14 @@ def test_bundled_corpus_loads_57_distinct_labelled_papers(bundled: corpus.LoadRe
     assert all(not p.title.lower().startswith(("a ", "an ", "the ")) for p in bundled.papers)
     assert {(p.venue, p.year, p.source) for p in bundled.papers} == {("ICML", 2025, "icml2025")}
     shield = bundled.papers[0]
-    assert shield.title == "ShieldAgent"
+    assert shield.title == "ShieldAgent" and shield.title_derived
     assert shield.paper_id == "000_df6f3840f2208585-1"
     assert shield.provenance == [Provenance(SHIELD_FILE, 1, 3)]
     assert len({p.paper_id for p in bundled.papers}) == 57
 
 
-def test_bundled_labels_name_the_introduced_systems(bundled: corpus.LoadResult) -> None:
-    titles = {p.title for p in bundled.papers}
+def test_bundled_labels_name_the_introduced_systems(bundled_plain: corpus.LoadResult) -> None:
+    titles = {p.title for p in bundled_plain.papers}
     for name in (
         "DRAGO",
         "FlexTok",
@@ -250,7 +266,7 @@ def test_bad_inputs_report_file_and_line_while_others_load() -> None:
     assert "bad/.hidden.txt" not in res.files and "bad/notes.xyz" not in res.files
 
 
-def test_non_utf8_file_reports_line_of_first_bad_byte(tmp_path: Path) -> None:
+def test_non_utf8_line_costs_only_its_own_record(tmp_path: Path) -> None:
     d = tmp_path / "mixed"
     d.mkdir()
     (d / "latin1.txt").write_bytes(
@@ -260,8 +276,61 @@ def test_non_utf8_file_reports_line_of_first_bad_byte(tmp_path: Path) -> None:
     shutil.copy(FIX / "seed" / "neurips_seed.txt", d / "good.txt")
     res = load_corpus([d])
     assert [(e.path, e.line) for e in res.errors] == [("mixed/latin1.txt", 3)]
-    assert "UTF-8" in res.errors[0].message
-    assert len(res.papers) == 3 and {p.provenance[0].path for p in res.papers} == {"mixed/good.txt"}
+    assert "UTF-8" in res.errors[0].message and "0xe9" in res.errors[0].message
+    assert len(res.papers) == 5
+    latin = [p for p in res.papers if p.provenance[0].path == "mixed/latin1.txt"]
+    assert [p.paper_id for p in latin] == ["latin1-1", "latin1-2"]
+    assert latin[0].abstract == "A fine first abstract line with enough characters."
+    assert latin[1].abstract.startswith("Caf\ufffd abstracts")
+
+
+ENC = FIX / "encoding"
+
+
+def test_seed_file_with_a_bad_byte_on_line_5_keeps_its_good_abstracts() -> None:
+    papers, errors = load_file(ENC / "seed_badbyte.txt", rel="enc/seed_badbyte.txt", source="enc")
+    assert [(e.path, e.line) for e in errors] == [("enc/seed_badbyte.txt", 5)]
+    assert "byte 0xef at column 5" in errors[0].message and "U+FFFD" in errors[0].message
+    assert [(p.paper_id, p.provenance[0].line) for p in papers] == [
+        ("seed_badbyte-1", 3),
+        ("seed_badbyte-2", 4),
+        ("seed_badbyte-3", 5),
+        ("seed_badbyte-4", 6),
+        ("seed_badbyte-5", 7),
+    ]
+    assert papers[0].abstract.startswith("We propose GlowNet")
+    assert papers[2].abstract.startswith("A na\ufffdve Bayes baseline")
+    assert papers[4].abstract.endswith("drift slowly over time.")
+
+
+def test_jsonl_line_with_a_bad_byte_is_flagged_others_intact() -> None:
+    papers, errors = load_file(ENC / "records_badbyte.jsonl", rel="r.jsonl", source="r")
+    assert [(e.path, e.line) for e in errors] == [("r.jsonl", 2)]
+    assert "0x93" in errors[0].message
+    assert [p.paper_id for p in papers] == ["enc-1", "enc-2", "enc-3"]
+    assert "\ufffdsmart quotes\ufffd" in papers[1].abstract
+    assert papers[0].abstract.endswith("graph coarsening.") and papers[2].title == "Another clean one"
+
+
+def test_csv_row_with_a_bad_byte_is_flagged_others_intact() -> None:
+    papers, errors = load_file(ENC / "table_badbyte.csv", rel="t.csv", source="t")
+    assert [(e.path, e.line) for e in errors] == [("t.csv", 3)]
+    assert [p.paper_id for p in papers] == ["csv-1", "csv-2", "csv-3"]
+    assert papers[1].abstract.startswith("Stra\ufffdenverkehr")
+
+
+def test_many_bad_lines_are_summarised_and_utf16_is_a_file_error(tmp_path: Path) -> None:
+    f = tmp_path / "latin.txt"
+    f.write_bytes(b"Heading 2025\n" + b"".join(b"Abstract n\xba %d about something long enough.\n" % i
+                                              for i in range(15)))
+    papers, errors = load_file(f, rel="latin.txt", source="latin")
+    assert len(papers) == 15
+    assert [e.line for e in errors] == [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+    assert errors[-1].message.startswith("5 more lines (up to line 16)")
+    u16 = tmp_path / "u16.txt"
+    u16.write_bytes("Heading\nSome abstract that is long enough.\n".encode("utf-16"))
+    papers, errors = load_file(u16, rel="u16.txt", source="u16")
+    assert papers == [] and [(e.line, "UTF-16" in e.message) for e in errors] == [(None, True)]
 
 
 def test_unknown_extension_given_directly_is_an_error(tmp_path: Path) -> None:
@@ -371,7 +440,7 @@ def test_seed_line_and_pmlr_post_of_same_paper_merge(bundled: corpus.LoadResult)
     ]
 
 
-def test_related_but_different_papers_do_not_merge(bundled: corpus.LoadResult) -> None:
+def test_related_but_different_papers_do_not_merge(bundled_plain: corpus.LoadResult) -> None:
     titles = {
         "ShieldAgent",
         "AdvAgent",
@@ -379,7 +448,7 @@ def test_related_but_different_papers_do_not_merge(bundled: corpus.LoadResult) -
         "MDMs train on intractable subproblems",
         "Framework for analyzing W_2-convergence in SGMs",
     }
-    related = [p for p in bundled.papers if p.title in titles]
+    related = [p for p in bundled_plain.papers if p.title in titles]
     assert len(related) == 5
     out, merged = merge_duplicates(related, 0.6)
     assert merged == 0 and len(out) == 5
