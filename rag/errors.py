@@ -26,7 +26,21 @@ class EmptyIndexError(AqaError):
 
 
 class LLMError(AqaError):
-    """The LLM could not be reached or refused the request."""
+    """The LLM could not be reached, refused the request or failed mid-reply.
+
+    ``where`` names the model (server URL or local file) and ``reason`` says
+    what went wrong, when known; ``str(err)`` is always the one-line message.
+    """
+
+    def __init__(self, message: str, *, where: str | None = None,
+                 reason: str | None = None) -> None:
+        super().__init__(message)
+        self.where, self.reason = where, reason
+
+
+class LLMCancelled(LLMError):
+    """The caller stopped waiting (closed the stream, hit its deadline, or the
+    app is shutting down); generation stopped at the next token."""
 
 
 class PaperNotFoundError(AqaError):

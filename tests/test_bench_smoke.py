@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from eval import bench
-from rag.llm import FakeLLM
+from tests.fakes import FakeLLM
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ from eval.dataset import load_questions
 from eval.runner import RunConfig, load_run, run_eval
 from rag.config import Settings
 from rag.engine import Engine
-from rag.llm import FakeLLM
+from tests.fakes import FakeLLM
 
 pytestmark = pytest.mark.slow  # real MiniLM
 

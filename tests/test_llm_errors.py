@@ -1,5 +1,11 @@
-"""Each OpenAI-endpoint failure is one actionable line, not a traceback,
-against real local HTTP servers that misbehave on purpose."""
+"""Every LLM fault ends in one actionable ``LLMError`` line: never a traceback
+and never an empty reply that reads as a decline (issue 8, items 4 and 6).
+
+The faults are real: a local HTTP server speaks the OpenAI chat-completions
+SSE protocol and misbehaves on purpose (stalls, cuts the stream, sends a
+malformed event, answers 200 with a non-JSON page, fails with HTTP 500...).
+The mode is the first path segment of the base URL: ``/<mode>/v1``.
+"""
 
 from __future__ import annotations
 
@@ -7,70 +13,288 @@ import json
 import socket
 import threading
 import time
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from rag.config import Settings
-from rag.errors import LLMError
-from rag.llm import OpenAILLM, make_llm
+from rag.errors import LLMCancelled, LLMError
+from rag.llm import LocalLLM, OpenAILLM, cancel_scope, make_llm
+
+REPLY = ["Shield", "Agent ", "enforces ", "safety ", "policies ", "[1]."]
 
 
-def _server(status: int, body: dict | None = None, delay: float = 0.0):
-    class H(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            time.sleep(delay)
-            payload = json.dumps(body or {"error": {"message": "nope", "type": "x"}}).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
+def _chunk(text: str | None, finish: str | None = None) -> bytes:
+    delta = {"content": text} if text is not None else {}
+    doc = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "m",
+           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return f"data: {json.dumps(doc)}\n\n".encode()
+
+
+class FaultServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.hits: Counter[str] = Counter()
+        self.bodies: list[dict] = []
+        self.stop = threading.Event()
+        self.disconnected = threading.Event()
+
+    def url(self, mode: str) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/{mode}/v1"
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: FaultServer
+
+    def log_message(self, *a) -> None:
+        pass
+
+    def _json(self, status: int, doc: dict) -> None:
+        payload = json.dumps(doc).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _sse_head(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def _send(self, data: bytes) -> None:  # one HTTP/1.1 chunk
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _end(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _stream(self, pieces: list[str], *, finish: bool = True, done: bool = True) -> None:
+        self._sse_head()
+        for p in pieces:
+            self._send(_chunk(p))
+        if finish:
+            self._send(_chunk(None, "stop"))
+        if done:
+            self._send(b"data: [DONE]\n\n")
+        self._end()
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server API
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        srv = self.server
+        srv.bodies.append(body)
+        mode = self.path.strip("/").split("/")[0]
+        srv.hits[mode] += 1
+        n = srv.hits[mode]
+        if mode == "ok":
+            self._stream(REPLY)
+        elif mode == "stall":  # first chunk, then silence
+            self._sse_head()
+            self._send(_chunk(REPLY[0]))
+            srv.stop.wait(15)
+        elif mode == "stall_first":  # headers, then silence before any token
+            self._sse_head()
+            srv.stop.wait(15)
+        elif mode == "malformed":
+            self._sse_head()
+            self._send(_chunk(REPLY[0]))
+            self._send(b'data: {"choices": [{"delta": {"content": "x"\n\n')
+            self._end()
+        elif mode == "malformed_first":
+            self._sse_head()
+            self._send(b"data: {oops\n\n")
+            self._end()
+        elif mode == "cut":  # chunked body that ends mid-chunk: connection closed
+            self._sse_head()
+            self._send(_chunk(REPLY[0]))
+            self.wfile.write(b"400\r\n" + _chunk(REPLY[1])[:20])
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+        elif mode == "html200":
+            page = b"<html><body>Welcome to nginx!</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page)))
             self.end_headers()
-            self.wfile.write(payload)
+            self.wfile.write(page)
+        elif mode == "json200":  # a non-streaming completion: not an event stream
+            self._json(200, {"choices": [{"message": {"content": "hi"}, "index": 0}]})
+        elif mode == "nofinish":  # tokens, then the stream just ends
+            self._stream(REPLY[:2], finish=False, done=False)
+        elif mode == "error_event":
+            self._sse_head()
+            self._send(b'data: {"error": {"message": "CUDA out of memory", "type": "x"}}\n\n')
+            self._end()
+        elif mode.isdigit():
+            self._json(int(mode), {"error": {"message": "nope", "type": "x"}})
+        elif mode == "flaky":  # first try breaks before any token, the retry works
+            if n == 1:
+                self._sse_head()
+                self._send(b"data: {oops\n\n")
+                self._end()
+            else:
+                self._stream(REPLY)
+        elif mode == "schema400":  # no structured output here
+            if "response_format" in body:
+                self._json(400, {"error": {"message": "response_format is not supported",
+                                           "type": "invalid_request_error"}})
+            else:
+                self._stream(['{"ok": true}'])
+        elif mode == "overflow400":
+            self._json(400, {"error": {
+                "message": "This model's maximum context length is 4096 tokens. However, you "
+                           "requested 31062 tokens.", "type": "invalid_request_error"}})
+        elif mode == "slow":  # many tokens, slowly; notices when the client hangs up
+            self._sse_head()
+            try:
+                for i in range(100):
+                    self._send(_chunk(f"t{i} "))
+                    time.sleep(0.1)
+                self._end()
+            except OSError:
+                srv.disconnected.set()
+        else:
+            self._json(404, {"error": {"message": f"no mode {mode}"}})
 
-        def log_message(self, *a):
-            pass
 
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+@pytest.fixture(scope="module")
+def server():
+    srv = FaultServer()
     threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv, f"http://127.0.0.1:{srv.server_address[1]}/v1"
+    yield srv
+    srv.stop.set()
+    srv.shutdown()
 
 
-def _ask(base_url: str, **over) -> str:
-    s = Settings(_env_file=None, openai_base_url=base_url, openai_api_key="k", llm_retries=0,
-                 llm_timeout=2, **over)
-    llm = OpenAILLM(s)
+def _llm(url: str, **over) -> OpenAILLM:
+    over = {"llm_retries": 0, "llm_timeout": 2, **over}
+    return OpenAILLM(Settings(_env_file=None, openai_base_url=url, openai_api_key="k", **over))
+
+
+def _fail(url: str, **over) -> str:
+    llm = _llm(url, **over)
+    got: list[str] = []
     with pytest.raises(LLMError) as e:
-        list(llm.stream_chat([{"role": "user", "content": "hi"}], max_tokens=5, temperature=0))
+        for piece in llm.stream_chat([{"role": "user", "content": "hi"}], max_tokens=5,
+                                     temperature=0):
+            got.append(piece)
     msg = str(e.value)
-    assert "\n" not in msg
+    assert "\n" not in msg and len(msg) < 400, msg
     return msg
 
 
-@pytest.mark.parametrize(
-    "status,needle", [(401, "API key"), (429, "Rate limited"), (404, "not found"), (500, "HTTP 500")]
-)
-def test_http_failures_map_to_one_line(status, needle):
-    srv, url = _server(status)
-    try:
-        assert needle in _ask(url)
-    finally:
-        srv.shutdown()
+def test_healthy_stream(server):
+    llm = _llm(server.url("ok"))
+    out = list(llm.stream_chat([{"role": "user", "content": "hi"}], max_tokens=5, temperature=0))
+    assert out == REPLY
 
 
-def test_timeout():
-    srv, url = _server(200, delay=5)
-    try:
-        assert "did not answer within 2 s" in _ask(url)
-    finally:
-        srv.shutdown()
+@pytest.mark.parametrize("mode,needle", [
+    ("stall", "stalled: no data for 2 s"),
+    ("stall_first", "stalled: no data for 2 s"),
+    ("malformed", "malformed event"),
+    ("malformed_first", "malformed event"),
+    ("cut", "cut off mid-stream"),
+    ("html200", "not an OpenAI-compatible event stream (Content-Type text/html)"),
+    ("json200", "not an OpenAI-compatible event stream (Content-Type application/json)"),
+    ("nofinish", "stopped before it was finished"),
+    ("error_event", "CUDA out of memory"),
+    ("500", "HTTP 500"),
+    ("503", "HTTP 503"),
+    ("overflow400", "does not fit its context window"),
+])
+def test_server_faults_are_one_line(server, mode, needle):
+    t0 = time.monotonic()
+    msg = _fail(server.url(mode))
+    assert msg.startswith(f"The language model at {server.url(mode)} failed: "), msg
+    assert needle in msg, msg
+    assert time.monotonic() - t0 < 8
 
 
-def test_unreachable_server():
+@pytest.mark.parametrize("status,needle", [(401, "API key"), (429, "Rate limited"),
+                                           (404, "not found")])
+def test_kept_messages(server, status, needle):
+    assert needle in _fail(server.url(str(status)))
+
+
+def test_connection_refused():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    assert "Cannot reach" in _ask(f"http://127.0.0.1:{port}/v1")
+    url = f"http://127.0.0.1:{port}/v1"
+    msg = _fail(url)
+    assert msg.startswith(f"The language model at {url} failed: Cannot reach the LLM server")
+    assert "OPENAI_BASE_URL" in msg
+
+
+def test_timeout_before_headers():
+    """A server that accepts the connection and never answers."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(5)
+        msg = _fail(f"http://127.0.0.1:{s.getsockname()[1]}/v1")
+    assert "did not answer within 2 s" in msg
+
+
+def test_retry_before_first_token(server):
+    llm = _llm(server.url("flaky"), llm_retries=1)
+    out = list(llm.stream_chat([{"role": "user", "content": "hi"}], max_tokens=5, temperature=0))
+    assert out == REPLY and server.hits["flaky"] == 2
+
+
+def test_no_retry_after_a_token(server):
+    before = server.hits["malformed"]
+    _fail(server.url("malformed"), llm_retries=2)
+    assert server.hits["malformed"] == before + 1  # the token was shown: not repeated
+
+
+def test_json_schema_falls_back_without_response_format(server):
+    llm = _llm(server.url("schema400"))
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+    for _ in range(2):
+        out = "".join(llm.stream_chat([{"role": "user", "content": "hi"}], max_tokens=5,
+                                      temperature=0, json_schema=schema))
+        assert json.loads(out) == {"ok": True}
+    sent = [b for b in server.bodies if b.get("messages") and "response_format" in b]
+    assert len(sent) == 1  # asked once, then remembered that the server can't
+    assert sent[0]["response_format"] == {
+        "type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+
+
+def test_close_stops_the_server_stream(server):
+    llm = _llm(server.url("slow"), llm_timeout=5)
+    gen = llm.stream_chat([{"role": "user", "content": "hi"}], max_tokens=5, temperature=0)
+    assert next(gen).startswith("t0")
+    gen.close()
+    assert server.disconnected.wait(3), "the HTTP stream was not closed"
+
+
+def test_cancel_scope_stops_at_next_token(server):
+    llm = _llm(server.url("slow"), llm_timeout=5)
+    ev = threading.Event()
+    got: list[str] = []
+    t0 = time.monotonic()
+    with cancel_scope(ev), pytest.raises(LLMCancelled):
+        for piece in llm.stream_chat([{"role": "user", "content": "hi"}], max_tokens=5,
+                                     temperature=0):
+            got.append(piece)
+            if len(got) == 2:
+                ev.set()
+    assert len(got) == 2 and time.monotonic() - t0 < 3
+
+
+def test_non_json_200_is_an_error_not_a_decline(server, fake_engine):
+    """The issue's false decline: a 200 page that isn't JSON through the engine."""
+    eng = fake_engine(llm=_llm(server.url("html200")))
+    with pytest.raises(LLMError, match="failed: the reply is not an OpenAI-compatible"):
+        eng.ask("What does ShieldAgent do?")
 
 
 def test_missing_key_is_explained():
@@ -82,3 +306,102 @@ def test_missing_key_is_explained():
 def test_provider_auto_switches_on_key():
     assert Settings(_env_file=None).resolved_llm_provider == "local"
     assert Settings(_env_file=None, openai_api_key="sk-x").resolved_llm_provider == "openai"
+
+
+def test_concurrency_defaults():
+    assert Settings(_env_file=None).llm_concurrency == 1
+    assert Settings(_env_file=None, openai_base_url="http://x/v1").llm_concurrency == 8
+    assert Settings(_env_file=None, openai_base_url="http://x/v1",
+                    ui_concurrency=3).llm_concurrency == 3
+
+
+# ------------------------------------------------------------- local model
+
+
+class _FakeLlama:
+    """Stands in for ``llama_cpp.Llama``: streams tokens, or overflows."""
+
+    def __init__(self) -> None:
+        self.closed = 0
+        self.kwargs: list[dict] = []
+
+    def create_chat_completion(self, *, messages, max_tokens, temperature, stream, **kw):
+        self.kwargs.append(kw)
+        if len(messages[0]["content"]) > 1000:
+            raise ValueError("Requested tokens (31062) exceed context window of 4096")
+
+        def gen():
+            try:
+                for i in range(50):
+                    yield {"choices": [{"delta": {"content": f"t{i} "}}]}
+            finally:
+                self.closed += 1
+        return gen()
+
+
+def _local(tmp_path, **over) -> LocalLLM:
+    f = tmp_path / "m.gguf"
+    f.write_bytes(b"GGUF")
+    over = {"llm_timeout": 1, **over}
+    llm = LocalLLM(Settings(_env_file=None, local_model_path=f, **over))
+    llm._llm = _FakeLlama()
+    return llm
+
+
+def test_local_context_overflow_is_one_line(tmp_path):
+    llm = _local(tmp_path)
+    with pytest.raises(LLMError) as e:
+        list(llm.stream_chat([{"role": "user", "content": "x" * 200_000}], max_tokens=5,
+                             temperature=0))
+    assert str(e.value).startswith("The local model m.gguf failed: the prompt does not fit")
+    assert "AQA_LLM_CONTEXT" in str(e.value) and "31062" in str(e.value)
+    # ...and the model is free again
+    assert len(list(llm.stream_chat([{"role": "user", "content": "hi"}], max_tokens=5,
+                                    temperature=0))) == 50
+
+
+def test_local_json_schema(tmp_path):
+    llm = _local(tmp_path)
+    list(llm.stream_chat([{"role": "user", "content": "hi"}], max_tokens=5, temperature=0,
+                         json_schema={"type": "object"}))
+    assert llm._llm.kwargs[-1] == {"response_format": {"type": "json_object",
+                                                       "schema": {"type": "object"}}}
+
+
+def test_local_close_releases_the_model(tmp_path):
+    llm = _local(tmp_path)
+    gen = llm.stream_chat([{"role": "user", "content": "hi"}], max_tokens=5, temperature=0)
+    next(gen)
+    gen.close()
+    assert llm._llm.closed == 1  # llama.cpp stopped at this token
+    t0 = time.monotonic()
+    assert next(llm.stream_chat([{"role": "user", "content": "hi"}], max_tokens=5,
+                                temperature=0)) == "t0 "
+    assert time.monotonic() - t0 < 0.5
+
+
+def test_local_abandoned_stream_is_reclaimed(tmp_path):
+    """A stream parked at a token and never closed does not block others forever."""
+    llm = _local(tmp_path, ui_timeout=5)
+    stuck = llm.stream_chat([{"role": "user", "content": "hi"}], max_tokens=5, temperature=0)
+    next(stuck)  # holds the model, then is abandoned (kept referenced, never closed)
+    t0 = time.monotonic()
+    out = list(llm.stream_chat([{"role": "user", "content": "hi"}], max_tokens=5,
+                               temperature=0))
+    assert len(out) == 50 and 0.9 < time.monotonic() - t0 < 4  # reclaimed after llm_timeout
+    with pytest.raises(LLMCancelled):
+        next(stuck)
+
+
+def test_local_waiter_honours_cancel(tmp_path):
+    llm = _local(tmp_path, llm_timeout=30, ui_timeout=30)
+    holder = llm.stream_chat([{"role": "user", "content": "hi"}], max_tokens=5, temperature=0)
+    next(holder)
+    ev = threading.Event()
+    threading.Timer(0.3, ev.set).start()
+    t0 = time.monotonic()
+    with pytest.raises(LLMCancelled):
+        next(llm.stream_chat([{"role": "user", "content": "hi"}], max_tokens=5, temperature=0,
+                             cancel=ev))
+    assert time.monotonic() - t0 < 2
+    holder.close()

@@ -3,13 +3,17 @@ papers as BibTeX, and a comparison table as Markdown / CSV.
 
 Each ``*_text`` function returns the file content (tested directly); each
 ``write_*`` helper writes it to a fresh temp file for a Gradio download.
-Exports are plain data files, not rendered by the app, so text is not
-HTML-escaped; only the target format's own syntax is escaped.
+Every export is safe to open even when abstracts or titles carry hostile
+text (issue 8): Markdown escapes HTML and drops ``javascript:``/``data:``
+links, CSV cells that a spreadsheet would run as a formula are prefixed with
+a quote (OWASP CSV injection), and BibTeX escapes its own syntax. JSON is
+data and is kept verbatim.
 """
 
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import re
@@ -26,14 +30,62 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+# ------------------------------------------------------------------- safety
+
+# A Markdown link or image whose target uses a scheme that runs code or embeds
+# content; whitespace and control characters inside the scheme are ignored by
+# browsers, so they are ignored here too.
+_GAP = r"[\s\x00-\x1f]*"
+_SCHEME = "|".join(_GAP.join(word) for word in ("javascript", "vbscript", "data"))
+_BAD_LINK = re.compile(r"(!?)\[([^\]]*)\]\(\s*<?" + _GAP + "(?:" + _SCHEME + ")" + _GAP
+                       + r":[^)]*\)", re.IGNORECASE)
+_BAD_REF = re.compile(r"^(\s*\[[^\]]*\]:\s*)<?" + _GAP + "(?:" + _SCHEME + ")" + _GAP + ":.*$",
+                      re.IGNORECASE | re.MULTILINE)
+
+
+def _md_text(text: str | None) -> str:
+    """Text from the corpus or the model, safe inside a Markdown file: HTML is
+    escaped (so ``<script>`` shows as text, never runs) and links to
+    ``javascript:``/``data:``/``vbscript:`` targets are reduced to their text."""
+    text = html.escape(text or "", quote=False)
+    text = _BAD_LINK.sub(lambda m: f"{m.group(2)} (link removed)", text)
+    return _BAD_REF.sub(lambda m: f"{m.group(1)}(link removed)", text)
+
+
+def _md_line(text: str | None) -> str:
+    """``_md_text`` on one line (a newline could start a heading or a list)."""
+    return " ".join(_md_text(text).split())
+
+
+def _safe_url(url: str | None) -> str | None:
+    """Only http(s) URLs are exported; anything else is dropped."""
+    u = (url or "").strip()
+    return u if re.match(r"https?://", u, re.IGNORECASE) and not re.search(r"\s", u) else None
+
+
+_CSV_TRIGGERS = ("=", "+", "-", "@", "\t", "\r", "\n")
+
+
+def csv_cell(value: object) -> str:
+    """A CSV cell that spreadsheets show as text, never run as a formula:
+    cells starting with ``= + - @``, tab or CR (also after leading spaces) get
+    a leading single quote, as OWASP recommends against CSV injection."""
+    text = "" if value is None else str(value)
+    if text.startswith(_CSV_TRIGGERS) or text.lstrip(" ").startswith(_CSV_TRIGGERS):
+        return "'" + text
+    return text
+
+
 def _paper_line(p: Paper) -> str:
-    bits = [p.display_title]
+    """One Markdown line naming a paper (escaped; only http(s) URLs kept)."""
+    bits = [_md_line(p.display_title)]
     if p.authors:
-        bits.append(", ".join(p.authors))
+        bits.append(_md_line(", ".join(p.authors)))
     if p.venue or p.year:
-        bits.append(" ".join(str(x) for x in (p.venue, p.year) if x))
-    if p.url:
-        bits.append(p.url)
+        bits.append(_md_line(" ".join(str(x) for x in (p.venue, p.year) if x)))
+    url = _safe_url(p.url)
+    if url:
+        bits.append(_md_line(url))
     return ". ".join(bits)
 
 
@@ -43,30 +95,31 @@ def _paper_line(p: Paper) -> str:
 def conversation_markdown(turns: Sequence[Answer]) -> str:
     out = ["# abstracts-qa conversation", "", f"_Exported {_now()}_", ""]
     for i, a in enumerate(turns, 1):
-        out += [f"## Q{i}. {a.question}", ""]
+        out += [f"## Q{i}. {_md_line(a.question)}", ""]
         if a.standalone_question and a.standalone_question != a.question:
-            out += [f"_Interpreted as:_ {a.standalone_question}", ""]
+            out += [f"_Interpreted as:_ {_md_line(a.standalone_question)}", ""]
         if a.declined:
-            out += ["**Declined:** " + (a.decline_reason or "the collection does not cover this."), ""]
+            reason = a.decline_reason or "the collection does not cover this."
+            out += ["**Declined:** " + _md_line(reason), ""]
             if a.nearest:
                 out += ["Nearest papers:", ""]
                 out += [f"- {_paper_line(h.paper)} (score {h.score:.2f})" for h in a.nearest]
                 out.append("")
             continue
-        out += [a.text, ""]
+        out += [_md_text(a.text), ""]
         unsupported = [s.text for s in a.sentences if not s.supported]
         if unsupported:
             out += ["Unsupported sentences (no retrieved abstract backs them):", ""]
-            out += [f"- {s}" for s in unsupported]
+            out += [f"- {_md_line(s)}" for s in unsupported]
             out.append("")
         if a.citations:
             out += ["### Sources", ""]
             for c in a.citations:
                 out.append(f"[{c.number}] {_paper_line(c.paper)} (support {c.score:.2f})")
                 out.append("")
-                out.append("> " + c.snippet.replace("\n", " "))
+                out.append("> " + _md_line(c.snippet))
                 out.append("")
-        out += [f"_Model: {a.model} · {a.timings.total_ms / 1000:.1f} s_", ""]
+        out += [f"_Model: {_md_line(a.model)} · {a.timings.total_ms / 1000:.1f} s_", ""]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -90,9 +143,12 @@ _BIB_SPECIAL = re.compile(r"([&%$#_{}])")
 
 
 def _bib_value(text: str) -> str:
-    text = text.replace("\\", r"\textbackslash{}")
+    # Backslashes first become a placeholder, so the braces of \textbackslash{}
+    # are not escaped again by the special-character pass.
+    text = text.replace("\x00", "").replace("\\", "\x00")
     text = _BIB_SPECIAL.sub(r"\\\1", text)
-    return text.replace("~", r"\textasciitilde{}").replace("^", r"\textasciicircum{}")
+    text = text.replace("~", r"\textasciitilde{}").replace("^", r"\textasciicircum{}")
+    return text.replace("\x00", r"\textbackslash{}")
 
 
 def _ascii_word(text: str) -> str:
@@ -128,8 +184,9 @@ def bibtex(papers: Sequence[Paper]) -> str:
             fields.append(("booktitle", _bib_value(p.venue)))
         if p.year:
             fields.append(("year", str(p.year)))
-        if p.url:
-            fields.append(("url", p.url.replace("}", "").replace("{", "")))
+        url = _safe_url(p.url)
+        if url:
+            fields.append(("url", url.replace("}", "").replace("{", "").replace("\\", "")))
         fields.append(("note", _bib_value(f"abstracts-qa id {p.paper_id}")))
         kind = "inproceedings" if p.venue else "misc"
         body = ",\n".join(f"  {k} = {{{v}}}" for k, v in fields)
@@ -146,7 +203,7 @@ def bibtex(papers: Sequence[Paper]) -> str:
 
 
 def _md_cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").strip()
+    return _md_line(text.replace("\\", "\\\\").replace("|", "\\|"))
 
 
 def comparison_markdown(cmp: Comparison) -> str:
@@ -166,24 +223,25 @@ def comparison_markdown(cmp: Comparison) -> str:
             else:
                 cells.append(f"{_md_cell(cell.text)} — “{_md_cell(cell.quote or '')}”")
         out.append(f"| {ASPECT_LABELS[aspect]} | " + " | ".join(cells) + " |")
-    out += ["", "## Synthesis", "", cmp.synthesis, "", "## Papers", ""]
+    out += ["", "## Synthesis", "", _md_text(cmp.synthesis), "", "## Papers", ""]
     out += [f"[{i}] {_paper_line(p)}" for i, p in enumerate(cmp.papers, 1)]
     return "\n".join(out) + "\n"
 
 
 def comparison_csv(cmp: Comparison) -> str:
-    """Wide CSV: one column per paper; a statement row and a quote row per aspect."""
+    """Tidy CSV: one paper per row, one aspect per column (the cell's statement;
+    the full quotes are in the Markdown export)."""
     buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(["aspect", *[p.display_title for p in cmp.papers]])
-    w.writerow(["paper_id", *[p.paper_id for p in cmp.papers]])
-    for aspect in ASPECTS:
-        cells = [cmp.cells.get(p.paper_id, {}).get(aspect) for p in cmp.papers]
-        w.writerow(
-            [ASPECT_LABELS[aspect], *[c.text if c and c.stated else "not stated" for c in cells]]
-        )
-        w.writerow([f"{ASPECT_LABELS[aspect]} (quote)", *[(c.quote or "") if c else "" for c in cells]])
-    w.writerow(["synthesis", cmp.synthesis, *[""] * (len(cmp.papers) - 1)])
+    raw = csv.writer(buf)
+
+    def row(cells: Sequence[object]) -> None:
+        raw.writerow([csv_cell(c) for c in cells])
+
+    row(["n", "paper", "paper_id", *[ASPECT_LABELS[a] for a in ASPECTS]])
+    for n, p in enumerate(cmp.papers, 1):
+        cells = [cmp.cells.get(p.paper_id, {}).get(a) for a in ASPECTS]
+        row([n, p.display_title, p.paper_id,
+             *[c.text if c and c.stated else "not stated" for c in cells]])
     return buf.getvalue()
 
 
