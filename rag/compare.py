@@ -1,18 +1,24 @@
 """Side-by-side comparison of 2-4 papers.
 
-Cells are extracted, not generated: each aspect's cell is the abstract
-sentence that best matches the aspect's cue words, quoted verbatim, so every
-cell is grounded by construction and "not stated" is an honest answer. Only
-the short synthesis of how the papers differ comes from the LLM, and it goes
-through the same citation check as answers.
+Cells are extracted, not generated: each aspect's cell is the clause of an
+abstract sentence that best matches the aspect's cue words (the whole
+sentence is kept as the cell's verbatim quote), so every cell is grounded by
+construction and "not stated" is an honest answer. Cue rules are general:
+sentences before a paper's own contribution ("we propose…") are its context
+and can state its problem, never its limitations. Only the synthesis of how
+the papers differ comes from the LLM; it goes through the same citation check
+as answers, and a paper the model leaves out gets a sentence built from its
+own cells, so the synthesis always covers every compared paper.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from rag.attribution import split_sentences
-from rag.types import ASPECTS, CompareCell, Paper
+from rag.types import ASPECTS, CompareCell, Paper, SearchHit, SentenceSupport
 
 CUES: dict[str, list[tuple[str, float]]] = {
     "problem": [
@@ -35,11 +41,18 @@ CUES: dict[str, list[tuple[str, float]]] = {
          r"experiments? (show|demonstrate)|surpass\w*|speed-?up|reduc\w+|gains?|matches|"
          r"(less|fewer|faster|higher|lower|better) than|less data)\b", 1.0),
         (r"\d+(\.\d+)?\s?(%|x|×)", 0.8),
+        # Others' results are context, not this paper's results.
+        (r"^(previous|prior|existing|earlier|recent) (work|works|methods?|approaches|studies)\b",
+         -1.5),
     ],
     "limitations": [
-        (r"\b(our limitations?|limitation of (our|this)|limited to|future work|does not|do not|"
-         r"cannot|only applies|restricted to|at the cost of|trade-?off)\b", 1.0),
-        (r"^(existing|prior|previous|current)\b", -1.0),  # others' limits are the problem
+        (r"\b(our limitations?|limitations? of (our|this|the proposed)|limited to|future work|"
+         r"does not|do not|cannot|only applies|restricted to|at the cost of|trade-?off|"
+         r"remains? (an )?open|left for future|we leave)\b", 1.0),
+        # Others' shortcomings are the paper's problem statement, not its limitation.
+        (r"\b(existing|prior|previous|current|conventional|traditional|state-of-the-art) "
+         r"(\w+ )?(methods?|models?|approaches|works?|defenses|techniques|systems?)\b", -1.5),
+        (r"^(however|yet|but|although|despite|meanwhile)\b", -0.6),
     ],
 }
 _COMPILED = {a: [(re.compile(p, re.IGNORECASE), w) for p, w in cues] for a, cues in CUES.items()}
@@ -58,36 +71,223 @@ def _score(aspect: str, sentence: str, position: float) -> float:
     return s
 
 
-def shorten(sentence: str, words: int = 28) -> str:
-    w = sentence.split()
-    return sentence if len(w) <= words else " ".join(w[:words]) + " …"
+# ------------------------------------------------------------------ LaTeX
+
+_GREEK = {
+    "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "varepsilon": "ε",
+    "eta": "η", "theta": "θ", "lambda": "λ", "mu": "μ", "pi": "π", "rho": "ρ", "sigma": "σ",
+    "tau": "τ", "phi": "φ", "varphi": "φ", "omega": "ω", "Omega": "Ω", "Delta": "Δ",
+    "Theta": "Θ", "Sigma": "Σ", "Lambda": "Λ", "Gamma": "Γ", "Phi": "Φ", "kappa": "κ",
+    "xi": "ξ", "zeta": "ζ", "nu": "ν", "chi": "χ", "psi": "ψ",
+}
+_SYMBOLS = {
+    "times": "×", "le": "≤", "leq": "≤", "ge": "≥", "geq": "≥", "sim": "~", "approx": "≈",
+    "pm": "±", "cdot": "·", "infty": "∞", "ell": "ℓ", "to": "→", "rightarrow": "→",
+    "neq": "≠", "ne": "≠", "log": "log", "in": "∈", "sqrt": "√", "ldots": "…", "dots": "…",
+    "cdots": "…", "%": "%", "&": "&", "_": "_", "#": "#", "$": "$",
+}
+_LATEX_CMD = re.compile(r"\\([A-Za-z]+|[%&_#$,;:! ])")
+
+
+def clean_latex(text: str) -> str:
+    r"""Readable text for LaTeX in abstracts: ``$<7$\%`` -> ``<7%``,
+    ``$\mathcal{O}(n^{2})$`` -> ``O(n^2)``, ``$2\times$`` -> ``2×``."""
+    if "\\" not in text and "$" not in text:
+        return text
+    out = re.sub(r"\\(?:mathcal|mathbf|mathrm|mathbb|textbf|textit|text|emph|texttt|"
+                 r"operatorname|boldsymbol|mathit|mathsf)\s*\{([^{}]*)\}", r"\1", text)
+    out = re.sub(r"([\^_])\{([^{}]*)\}", r"\1\2", out)
+
+    def cmd(m: re.Match) -> str:
+        name = m.group(1)
+        if name in (",", ";", ":", " "):
+            return " "
+        if name == "!":
+            return ""
+        return _GREEK.get(name) or _SYMBOLS.get(name, name)
+
+    out = _LATEX_CMD.sub(cmd, out)
+    out = out.replace("$", "").replace("{", "").replace("}", "")
+    return re.sub(r"[ \t]{2,}", " ", out)
+
+
+# ---------------------------------------------------------------- clauses
+
+# Clause boundaries inside a sentence: semicolons, colons, dashes, and a comma
+# before a connective that starts a new clause.
+_CLAUSE_BREAK = re.compile(
+    r";\s+|:\s+(?=[A-Za-z])|\s+[—–]\s+|\s+--\s+|,\s+(?=(?:while|whereas|but|which|thereby|"
+    r"although|yet|where|so that|such that|and (?:we|our|it|they|this|achiev\w+|"
+    r"outperform\w*|improv\w+|reduc\w+|show\w*|demonstrat\w+))\b)"
+)
+_LEAD_CONNECTIVE = re.compile(r"^(?:and|but|while|whereas|which|thereby|yet|so that|such that)\s+",
+                              re.IGNORECASE)
+_THAT_CLAUSE = re.compile(
+    r"\b(?:show|shows|showed|demonstrate|demonstrates|demonstrated|prove|proves|indicate|"
+    r"indicates|reveal|reveals|confirm|confirms|find|finds)\s+that\s+(.+)$", re.IGNORECASE)
+SHORT_SENTENCE = 26  # words: a sentence this short is its own clause
+
+
+def clauses(sentence: str) -> list[str]:
+    """The clauses of a sentence, each a complete piece (never cut mid-way)."""
+    parts = [p.strip(" ,") for p in _CLAUSE_BREAK.split(sentence) if p and p.strip(" ,")]
+    return parts or [sentence]
+
+
+def _tidy(clause: str) -> str:
+    clause = _LEAD_CONNECTIVE.sub("", clause.strip())
+    clause = clause[:1].upper() + clause[1:]
+    if clause and clause[-1] not in ".!?":
+        clause += "."
+    return clean_latex(clause)
+
+
+def answering_clause(aspect: str, sentence: str, position: float) -> str:
+    """The part of ``sentence`` that answers ``aspect``: the whole sentence
+    when short, else its best-matching clause (a results sentence "X shows
+    that Y" gives Y). Whole clauses only: nothing is truncated."""
+    if aspect == "results" and (m := _THAT_CLAUSE.search(sentence)) and len(m.group(1).split()) >= 5:
+        sentence = m.group(1)
+    if len(sentence.split()) <= SHORT_SENTENCE:
+        return _tidy(sentence)
+    parts = [c for c in clauses(sentence) if len(c.split()) >= 5]
+    if len(parts) <= 1:
+        return _tidy(sentence)
+    best = max(parts, key=lambda c: (_score(aspect, c, position), -parts.index(c)))
+    return _tidy(best)
+
+
+_CONTRIBUTION = re.compile(r"\bwe (propose|introduce|present|develop|design|formulate|devise)\b|"
+                           r"\b(this|our) (paper|work) (proposes|introduces|presents)\b",
+                           re.IGNORECASE)
 
 
 def extract_cells(paper: Paper) -> dict[str, CompareCell]:
     sents = split_sentences(paper.abstract)
     cells: dict[str, CompareCell] = {}
     used: set[int] = set()
+    # Sentences before the paper's own contribution are its context: they can
+    # state the problem, never its limitations.
+    first_own = next((i for i, s in enumerate(sents) if _CONTRIBUTION.search(s)), 0)
     # Fill the most specific aspects first so one sentence is not reused everywhere.
     for aspect in ("approach", "results", "data", "limitations", "problem"):
-        scored = [
-            (_score(aspect, s, i / max(1, len(sents) - 1)) - (REUSE_PENALTY if i in used else 0), i)
-            for i, s in enumerate(sents)
-        ]
-        best = max(scored, default=(0.0, -1))
-        if best[1] >= 0 and best[0] >= MIN_SCORE[aspect]:
-            used.add(best[1])
-            quote = sents[best[1]]
-            cells[aspect] = CompareCell(text=shorten(quote), quote=quote)
+        scored = []
+        for i, sent in enumerate(sents):
+            if aspect == "limitations" and i < first_own:
+                continue
+            if aspect == "problem" and first_own and i > first_own:
+                continue  # the problem is stated before the contribution
+            sc = _score(aspect, sent, i / max(1, len(sents) - 1))
+            scored.append((sc - (REUSE_PENALTY if i in used else 0), -i))
+        best = max(scored, default=(0.0, 1))
+        i = -best[1]
+        if i >= 0 and scored and best[0] >= MIN_SCORE[aspect]:
+            used.add(i)
+            quote = sents[i]
+            text = answering_clause(aspect, quote, i / max(1, len(sents) - 1))
+            cells[aspect] = CompareCell(text=text, quote=quote)
         else:
             cells[aspect] = CompareCell(text="not stated", quote=None)
     return {a: cells[a] for a in ASPECTS}
+
+
+# -------------------------------------------------------------- synthesis
+
+
+def short_name(paper: Paper) -> str:
+    """What the synthesis calls a paper: its title before a colon, if short."""
+    title = paper.title.strip()
+    head = re.split(r"\s*[:：]\s+", title, maxsplit=1)[0]
+    return head if len(head.split()) <= 8 else " ".join(head.split()[:8]) + "…"
 
 
 def synthesis_notes(papers: list[Paper], cells: dict[str, dict[str, CompareCell]]) -> str:
     lines = []
     for n, p in enumerate(papers, 1):
         row = cells[p.paper_id]
-        bits = [row[a].text for a in ("problem", "approach", "results") if row[a].stated]
-        lines.append(f"[{n}] {p.title}: " + " ".join(bits))
+        bits = [f"{a}: {row[a].text}" for a in ("problem", "approach", "results") if row[a].stated]
+        lines.append(f"[{n}] {short_name(p)} — " + " ".join(bits))
     return "\n".join(lines)
 
+
+_VERB_S = {"propose": "proposes", "introduce": "introduces", "present": "presents",
+           "develop": "develops", "design": "designs", "study": "studies",
+           "formulate": "formulates", "devise": "devises", "derive": "derives",
+           "establish": "establishes", "analyze": "analyzes", "analyse": "analyses",
+           "show": "shows", "demonstrate": "demonstrates", "investigate": "investigates",
+           "provide": "provides", "identify": "identifies", "explore": "explores"}
+
+
+def third_person(clause: str, name: str, n: int) -> str:
+    """A grammatical sentence about paper ``n`` from one of its cells."""
+    body = clause.rstrip(".").strip()
+    m = re.match(r"^(?:(?:in this (?:paper|work)|here|to this end|to address this),?\s+)?"
+                 r"we\s+(\w+)\s+(.*)$", body, re.IGNORECASE | re.DOTALL)
+    if m and m.group(1).lower() in _VERB_S:
+        rest = re.sub(r"\bour\b", "its", m.group(2))
+        rest = re.sub(r"\bwe\b", "the authors", rest)
+        return f"{name} [{n}] {_VERB_S[m.group(1).lower()]} {rest}."
+    body = re.sub(r"\bour\b", "its", body)
+    return f"{name} [{n}] reports that {body[:1].lower() + body[1:]}." if re.match(
+        r"^[A-Z][a-z]", body) and not re.match(r"^[A-Z][a-z]*[A-Z]", body) else (
+        f"For {name} [{n}], the abstract states: {body}.")
+
+
+_SUBJECT_MARKER = re.compile(
+    r"(^|[,;:]\s*|\b(?:while|whereas|and|but|whilst)\s+)((?:\[\d+\]\s*)+)(?=[a-z])")
+
+
+def marker_subjects(raw: str, names: Sequence[str]) -> str:
+    """"[1] focuses on X, while [2] uses Y" -> "A [1] focuses on X, while B [2]
+    uses Y": a marker in a subject's place gets the paper's name, so no
+    sentence is left without its subject once markers move to its end."""
+
+    def fix(m: re.Match) -> str:
+        nums = [int(x) for x in re.findall(r"\d+", m.group(2))]
+        if not all(1 <= k <= len(names) for k in nums):
+            return m.group(0)
+        named = " and ".join(f"{names[k - 1]} [{k}]" for k in nums)
+        return f"{m.group(1)}{named} "
+
+    out = []
+    for line in raw.splitlines():
+        out.append(_SUBJECT_MARKER.sub(fix, line.strip()))
+    return "\n".join(out)
+
+
+def synthesize(papers: list[Paper], cells: dict[str, dict[str, CompareCell]], raw: str,
+               attribute: Callable[[str, list[SearchHit]], list[Any]],
+               hits: list[SearchHit]) -> tuple[str, list[SentenceSupport]]:
+    """The checked synthesis: the model's sentences (subjects restored, claims
+    only, once each), citation-checked by ``attribute``; then one sentence
+    built from its own cells for each paper no checked sentence covers."""
+    names = [short_name(p) for p in papers]
+    attrs = attribute(marker_subjects(raw, names), hits)
+    seen: set[str] = set()
+    sentences: list[SentenceSupport] = []
+    for a in attrs:
+        sent = a.sentence
+        key = sent.text.lower()
+        if sent.contentless or key in seen or not re.match(r"^\W*[A-Z0-9]", sent.text):
+            continue  # lower-case start: a fragment, not a sentence
+        seen.add(key)
+        sentences.append(sent)
+    sentences = sentences[: len(papers) + 2]
+    covered = {c for s in sentences if s.supported for c in s.citations}
+    for n, p in enumerate(papers, 1):
+        if n in covered:
+            continue
+        row = cells[p.paper_id]
+        cell = next((row[a] for a in ("approach", "problem", "results") if row[a].stated), None)
+        if cell is None:
+            continue
+        text = third_person(cell.text, names[n - 1], n)
+        sentences.append(SentenceSupport(text=re.sub(r"\s*\[\d+\]", "", text), citations=[n],
+                                         support=1.0, supported=True, paper_id=p.paper_id,
+                                         evidence=cell.quote))
+    synthesis = " ".join(
+        s.text + (" " + "".join(f"[{c}]" for c in s.citations) if s.citations else "")
+        + ("" if s.supported else " (unsupported)")
+        for s in sentences
+    )
+    return synthesis, sentences
