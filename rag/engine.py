@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from rag import topics
 from rag.answer import Answerer
 from rag.attribution import Attributor
 from rag.checks import name_markers
-from rag.compare import extract_cells, synthesis_notes
+from rag.compare import extract_cells, synthesis_notes, synthesize
 from rag.config import Settings, get_settings
 from rag.corpus import provenance_id
 from rag.embed import CachedEmbedder, EmbeddingCache, embed_model_name, make_embed_model
@@ -23,6 +24,7 @@ from rag.index import VectorIndex
 from rag.llm import LLM, make_llm
 from rag.prompts import render
 from rag.retrieve import HybridRetriever
+from rag.topics import TopicMap
 from rag.types import (
     Answer,
     Comparison,
@@ -50,10 +52,17 @@ class Engine:
     """
 
     def __init__(self, settings: Settings | None = None, *, llm: LLM | None = None,
-                 embed_model=None) -> None:
+                 embed_model=None, create: bool = True) -> None:
         """``llm``: an object with the ``rag.llm.LLM`` protocol (tests pass a
-        fake); ``None`` builds the configured one lazily on first use."""
+        fake); ``None`` builds the configured one lazily on first use.
+        ``create=False`` (read-only commands): a missing data dir is an error,
+        not silently created."""
         self.settings = settings or get_settings()
+        if not create and not self.settings.data_dir.is_dir():
+            raise EmptyIndexError(
+                f"No index at {self.settings.data_dir} (the folder does not exist): "
+                "run `aqa ingest` first, or pass the --data-dir of an existing index."
+            )
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
         self._llm = llm
         self._embed_model = embed_model
@@ -111,8 +120,14 @@ class Engine:
                rebuild: bool = False, progress: bool = True) -> IngestReport:
         """Load, chunk, embed and index; unchanged papers cost nothing."""
         paths = list(paths) if paths else list(self.settings.corpus_paths)
-        return self.index.ingest(paths, model_name=self.embed_name, prune=prune,
-                                 rebuild=rebuild, progress=progress)
+        report = self.index.ingest(paths, model_name=self.embed_name, prune=prune,
+                                   rebuild=rebuild, progress=progress)
+        topics.at_ingest(self.index, self.embed_name)  # topic map: once, cached
+        return report
+
+    def topic_map(self) -> TopicMap:
+        """2-D map of the corpus with labelled clusters (cached per catalog state)."""
+        return topics.ensure(self.index, self.embed_name)
 
     def papers(self, query: str | None = None, *, limit: int | None = None,
                filters: Filters | None = None) -> list[Paper]:
@@ -204,11 +219,13 @@ class Engine:
         self._ready()
         yield from self.answerer.stream(question.strip(), history=history, k=k, filters=filters)
 
-    def compare(self, papers: Sequence[str] | None = None, *,
-                query: str | None = None) -> Comparison:
-        """Compare 2-4 papers given by id/label/title, or selected by ``query``."""
+    def compare(self, papers: Sequence[str] | None = None, *, query: str | None = None,
+                progress: Callable[[str], None] | None = None) -> Comparison:
+        """Compare 2-4 papers given by id/label/title, or selected by ``query``;
+        ``progress`` receives a line per step (the CLI prints them)."""
         import time
 
+        say = progress or (lambda _msg: None)
         t0 = time.perf_counter()
         self._ready()
         if papers:
@@ -216,6 +233,7 @@ class Engine:
             snap = self.retriever.snapshot()
             selected = [snap.papers[pid] for pid in chosen]
         elif query:
+            say(f"Finding papers about “{query}”…")
             hits = self.retriever.search(query, k=4)
             top = hits[0].score if hits else 0.0
             selected = [h.paper for i, h in enumerate(hits) if i < 2 or h.score >= 0.6 * top]
@@ -223,6 +241,7 @@ class Engine:
             raise AqaError("Give 2 to 4 papers or a query to compare.")
         if not 2 <= len(selected) <= 4:
             raise AqaError(f"Compare needs 2 to 4 distinct papers; got {len(selected)}.")
+        say(f"Extracting problem, approach, data, results and limitations of {len(selected)} papers…")
         cells = {p.paper_id: extract_cells(p) for p in selected}
         hits = [SearchHit(paper=p, score=1.0, rank=i) for i, p in enumerate(selected, 1)]
         timings = Timings(retrieval_ms=round((time.perf_counter() - t0) * 1000, 1))
@@ -230,6 +249,7 @@ class Engine:
                         notes=synthesis_notes(selected, cells))
         try:
             llm = self._get_llm()
+            say(f"Writing the synthesis with {llm.name}…")
             raw = []
             for piece in llm.stream_chat([{"role": "user", "content": prompt}],
                                          max_tokens=self.settings.max_tokens,
@@ -237,21 +257,9 @@ class Engine:
                 if timings.ttft_ms is None:
                     timings.ttft_ms = round((time.perf_counter() - t0) * 1000, 1)
                 raw.append(piece)
-            attrs = self.attributor.attribute(name_markers("".join(raw), hits), hits)
-            # Keep claims only, once each; a tiny model may loop or emit bare markers.
-            seen: set[str] = set()
-            sentences = []
-            for a in attrs:
-                key = a.sentence.text.lower()
-                if not a.sentence.contentless and key not in seen:
-                    seen.add(key)
-                    sentences.append(a.sentence)
-            sentences = sentences[:4]
-            synthesis = " ".join(
-                s.text + (" " + "".join(f"[{c}]" for c in s.citations) if s.citations else "")
-                + ("" if s.supported else " (unsupported)")
-                for s in sentences
-            )
+            raw_text = name_markers("".join(raw), hits)
+            synthesis, sentences = synthesize(selected, cells, raw_text,
+                                              self.attributor.attribute, hits)
             model = llm.name
         except LLMError as e:
             sentences, synthesis, model = [], f"(Synthesis unavailable: {e})", "none"

@@ -134,3 +134,186 @@ def chromium() -> Iterator[Browser]:
                 ctx.close()
     finally:
         shutil.rmtree(profile, ignore_errors=True)
+
+
+# ------------------------------------------------------------- fake engine
+
+def _hash_vec(text: str, dim: int = 64):
+    import hashlib
+    import re
+
+    import numpy as np
+
+    v = np.zeros(dim, dtype=np.float32)
+    for w in re.findall(r"[a-z]{4,}", text.lower()):
+        v[int(hashlib.md5(w.encode()).hexdigest(), 16) % dim] += 1.0
+    n = np.linalg.norm(v)
+    return v / n if n else v
+
+
+_TOPICS = {
+    "diffusion": "diffusion models denoising score sampling image generation",
+    "agents": "language agents tool use prompt injection safety policies",
+    "graphs": "graph neural networks message passing node classification molecules",
+    "optimization": "stochastic gradient descent convergence rates decentralized optimization",
+    "reinforcement": "reinforcement learning policy reward exploration offline datasets",
+    "theory": "generalization bounds sample complexity kernels theory",
+}
+
+
+def synthetic_papers(n: int) -> list:
+    """``n`` papers spread over six topics, with metadata (two venues, three years)."""
+    from rag.types import Paper, Provenance
+
+    names = list(_TOPICS)
+    out = []
+    for i in range(n):
+        t = names[i % len(names)]
+        words = _TOPICS[t].split()
+        abstract = (f"We study {words[0]} {words[1]} for problem {i}. Our method uses "
+                    f"{words[2]} and {words[3]} to improve {words[4]}. Experiments on "
+                    f"{words[5]} benchmarks show gains of {i % 17 + 3}% over baselines.")
+        out.append(Paper(
+            paper_id=f"syn-{i:05d}", abstract=abstract,
+            title=f"{words[0].title()} {words[1]} study {i}", authors=[f"Author {i}", "Coauthor"],
+            url=f"https://example.org/syn/{i}", venue="ICML" if i % 3 else "NeurIPS",
+            year=2023 + i % 3, source="synthetic",
+            provenance=[Provenance(f"synthetic/{i}.jsonl", 1, 1)]))
+    return out
+
+
+class FakeEngine:
+    """Duck-typed stand-in for ``rag.Engine`` with the same public methods and
+    signatures (tests/test_ui_unit.py checks that), over given papers; answers
+    are canned ``Answer`` objects, the topic map is the real ``rag.topics``
+    computation over hashed bag-of-words vectors."""
+
+    def __init__(self, papers: list, *, answer=None, settings: Settings | None = None,
+                 delay: float = 0.0) -> None:
+        self.settings = settings or Settings(_env_file=None, ui_timeout=30.0)
+        self._papers = {p.paper_id: p for p in papers}
+        self._answer = answer
+        self.delay = delay
+        self.calls: list[dict] = []
+        self._tmap = None
+
+    def papers(self, query=None, *, limit=None, filters=None):
+        if query and query.strip():
+            return [h.paper for h in self.search(query, k=limit or 20, filters=filters)]
+        out = sorted((p for p in self._papers.values() if self._ok(p, filters)),
+                     key=lambda p: p.title.lower())
+        return out[:limit] if limit else out
+
+    @staticmethod
+    def _ok(p, f) -> bool:
+        if f is None:
+            return True
+        return ((not f.sources or p.source in f.sources) and (not f.venues or p.venue in f.venues)
+                and (not f.years or p.year in f.years)
+                and (not f.paper_ids or p.paper_id in f.paper_ids))
+
+    def search(self, query, *, k=None, filters=None, mode=None):
+        from rag.types import Passage, SearchHit
+
+        q = set(w for w in query.lower().split() if len(w) > 3)
+        scored = []
+        for p in self._papers.values():
+            if not self._ok(p, filters):
+                continue
+            words = set((p.title + " " + p.abstract).lower().replace(".", " ").split())
+            score = len(q & words) / max(1, len(q))
+            if score > 0:
+                scored.append((score, p))
+        scored.sort(key=lambda x: (-x[0], x[1].paper_id))
+        hits = []
+        for i, (sc, p) in enumerate(scored[: k or 5], 1):
+            first = p.abstract.split(". ")[0] + "."
+            hits.append(SearchHit(p, round(sc, 3), i, [Passage(f"{p.paper_id}#0", p.paper_id,
+                                                                 first)]))
+        return hits
+
+    def get_paper(self, ref):
+        return self._papers[ref]
+
+    def status(self):
+        from rag.types import CorpusStatus
+
+        srcs: dict[str, int] = {}
+        for p in self._papers.values():
+            srcs[p.source] = srcs.get(p.source, 0) + 1
+        return CorpusStatus(len(self._papers), len(self._papers), srcs, "fake-embed", "fake-llm",
+                            None, str(self.settings.data_dir))
+
+    def sources(self):
+        return sorted(self.status().sources)
+
+    def example_questions(self, n=4):
+        return ["Which papers study prompt injection?", "What do diffusion papers report?"][:n]
+
+    def topic_map(self):
+        import numpy as np
+
+        from rag.topics import compute
+
+        if self._tmap is None:
+            ps = sorted(self._papers.values(), key=lambda p: p.paper_id)
+            vecs = np.stack([_hash_vec(p.title + " " + p.abstract) for p in ps])
+            self._tmap = compute([p.paper_id for p in ps], vecs,
+                                 [p.title + ". " + p.abstract for p in ps], key="fake")
+        return self._tmap
+
+    def ask_stream(self, question, *, history=(), k=None, filters=None):
+        import time
+
+        from rag.types import StreamEvent
+
+        self.calls.append({"question": question, "history": list(history), "k": k,
+                           "filters": filters})
+        yield StreamEvent("status", "Searching the abstracts…")
+        answer = self._answer(question) if callable(self._answer) else self._answer
+        if answer is None:
+            raise RuntimeError("FakeEngine has no canned answer")
+        yield StreamEvent("evidence", answer=answer)
+        for s in answer.sentences:
+            time.sleep(self.delay)
+            yield StreamEvent("token", s.text + " ")
+        yield StreamEvent("answer", answer=answer)
+
+    def ask(self, question, *, history=(), k=None, filters=None):
+        out = None
+        for ev in self.ask_stream(question, history=history, k=k, filters=filters):
+            if ev.kind == "answer":
+                out = ev.answer
+        return out
+
+    def compare(self, papers=None, *, query=None, progress=None):
+        from rag.compare import extract_cells
+        from rag.types import Comparison, SentenceSupport, Timings
+
+        self.calls.append({"papers": papers, "query": query})
+        chosen = [self._papers[p] for p in (papers or [])][:4]
+        cells = {p.paper_id: extract_cells(p) for p in chosen}
+        sents = [SentenceSupport(f"{p.title} is paper {i}.", [i], 1.0, True, p.paper_id)
+                 for i, p in enumerate(chosen, 1)]
+        return Comparison(chosen, cells, " ".join(s.text for s in sents), sents, "fake-llm",
+                          Timings(1, 2, 3))
+
+    def ingest(self, paths=None, *, prune=False, rebuild=False, progress=True):
+        from rag.types import IngestReport
+
+        return IngestReport(papers_total=len(self._papers))
+
+
+@contextmanager
+def running_fake_app(engine: FakeEngine) -> Iterator[Server]:
+    """The real app around a FakeEngine, served on a free local port."""
+    from ui.app import build_app, launch
+
+    port = free_port()
+    settings = engine.settings.model_copy(update={"port": port})
+    app = build_app(engine, settings)
+    launch(app, settings, port=port, block=False)
+    try:
+        yield Server(f"http://127.0.0.1:{port}/", engine, settings)
+    finally:
+        app.close()

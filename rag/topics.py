@@ -1,0 +1,278 @@
+"""Topic map: a 2-D map of the corpus, with clusters labelled by top terms.
+
+Built from the paper embeddings the index already holds (one normalised
+centroid vector per paper): scikit-learn t-SNE places the papers in 2-D
+(PCA for tiny corpora), KMeans on the full vectors groups them, and TF-IDF
+over each cluster's titles and abstracts names it. The map is computed once
+at ingest and cached in the data dir as JSON, keyed by the catalog state
+(paper ids + content hashes + embedding model), so an unchanged corpus never
+recomputes it and a changed one never shows a stale map.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+CACHE_NAME = "topic_map.json"
+FORMAT = 1  # bump when the algorithm changes: old caches are recomputed
+
+
+@dataclass
+class TopicCluster:
+    cluster: int
+    label: str  # top terms, e.g. "diffusion · sampling · score"
+    terms: list[str]
+    size: int
+    x: float  # label position (cluster centre on the map), in [0, 1]
+    y: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class TopicPoint:
+    paper_id: str
+    x: float  # in [0, 1]
+    y: float
+    cluster: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class TopicMap:
+    key: str  # catalog state the map was computed from
+    method: str  # e.g. "t-SNE + KMeans(8)"
+    points: list[TopicPoint] = field(default_factory=list)
+    clusters: list[TopicCluster] = field(default_factory=list)
+    seconds: float = 0.0  # time the computation took (not the cache load)
+
+    def cluster_of(self, paper_id: str) -> int | None:
+        for p in self.points:
+            if p.paper_id == paper_id:
+                return p.cluster
+        return None
+
+    def paper_ids(self, cluster: int) -> list[str]:
+        return [p.paper_id for p in self.points if p.cluster == cluster]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "key": self.key,
+            "method": self.method,
+            "seconds": self.seconds,
+            "clusters": [c.to_dict() for c in self.clusters],
+            "points": [p.to_dict() for p in self.points],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TopicMap:
+        return cls(
+            key=d["key"],
+            method=d.get("method", ""),
+            seconds=float(d.get("seconds", 0.0)),
+            clusters=[TopicCluster(**c) for c in d.get("clusters", [])],
+            points=[TopicPoint(**p) for p in d.get("points", [])],
+        )
+
+
+def catalog_key(hashes: dict[str, str], model_name: str) -> str:
+    """Identity of a catalog state: paper ids, content hashes, embedding model."""
+    h = hashlib.sha256(f"{FORMAT}|{model_name}".encode())
+    for pid in sorted(hashes):
+        h.update(f"\n{pid}\t{hashes[pid]}".encode())
+    return h.hexdigest()[:24]
+
+
+def n_clusters_for(n: int) -> int:
+    """About sqrt(n)/1.5 clusters: 5 for 57 papers, 16 (the cap) for 3,300."""
+    if n < 4:
+        return 1
+    return int(min(16, max(2, round(math.sqrt(n) / 1.5))))
+
+
+def _layout(vectors: np.ndarray, seed: int) -> tuple[np.ndarray, str]:
+    n = len(vectors)
+    if n < 3:
+        return np.column_stack([np.arange(n, dtype=float), np.zeros(n)]), "line"
+    from sklearn.decomposition import PCA
+
+    dims = min(50, n - 1, vectors.shape[1])
+    reduced = PCA(n_components=dims, random_state=seed).fit_transform(vectors)
+    if n < 12:
+        return reduced[:, :2] if dims >= 2 else np.column_stack([reduced[:, 0], np.zeros(n)]), "PCA"
+    from sklearn.manifold import TSNE
+
+    perplexity = float(min(30.0, max(2.0, (n - 1) / 4)))
+    xy = TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed,
+              metric="cosine", learning_rate="auto").fit_transform(reduced)
+    return xy, "t-SNE"
+
+
+def _normalise(xy: np.ndarray) -> np.ndarray:
+    lo, hi = xy.min(axis=0), xy.max(axis=0)
+    span = np.where(hi - lo > 1e-12, hi - lo, 1.0)
+    return (xy - lo) / span
+
+
+def _labels(texts: list[str], assign: np.ndarray, k: int, n_terms: int = 3) -> list[list[str]]:
+    """Top TF-IDF terms of each cluster, relative to the whole corpus."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    n = len(texts)
+    vec = TfidfVectorizer(stop_words="english", ngram_range=(1, 2), sublinear_tf=True,
+                          min_df=2 if n >= 20 else 1, max_df=0.5 if n >= 20 else 1.0,
+                          token_pattern=r"(?u)\b[A-Za-z][A-Za-z\-]{2,}\b")
+    try:
+        m = vec.fit_transform(texts)
+    except ValueError:  # empty vocabulary
+        return [[] for _ in range(k)]
+    vocab = np.array(vec.get_feature_names_out())
+    overall = np.asarray(m.mean(axis=0)).ravel()
+    out: list[list[str]] = []
+    for c in range(k):
+        rows = np.where(assign == c)[0]
+        if len(rows) == 0:
+            out.append([])
+            continue
+        mean = np.asarray(m[rows].mean(axis=0)).ravel()
+        score = mean - 0.5 * overall  # distinctive, not just frequent everywhere
+        terms: list[str] = []
+        for i in np.argsort(-score):
+            t = str(vocab[i])
+            if score[i] <= 0 or len(terms) >= n_terms:
+                break
+            # Skip a word already inside a chosen phrase (and vice versa).
+            if any(t in s.split() or s in t.split() for s in terms):
+                continue
+            terms.append(t)
+        out.append(terms)
+    return out
+
+
+def compute(paper_ids: list[str], vectors: np.ndarray, texts: list[str], *,
+            key: str = "", seed: int = 0, k: int | None = None) -> TopicMap:
+    """The map for these papers (``vectors`` row i belongs to ``paper_ids[i]``;
+    ``texts`` are their titles + abstracts, for the cluster labels)."""
+    t0 = time.perf_counter()
+    n = len(paper_ids)
+    if n == 0:
+        return TopicMap(key=key, method="empty")
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = vectors / np.where(norms > 0, norms, 1.0)
+    xy, layout = _layout(vectors, seed)
+    xy = _normalise(xy)
+    k = k or n_clusters_for(n)
+    k = max(1, min(k, n))
+    if k == 1:
+        assign = np.zeros(n, dtype=int)
+    else:
+        from sklearn.cluster import KMeans
+
+        assign = KMeans(n_clusters=k, n_init=4, random_state=seed).fit_predict(vectors)
+    terms = _labels(texts, assign, k)
+    clusters = []
+    for c in range(k):
+        rows = np.where(assign == c)[0]
+        if len(rows) == 0:
+            continue
+        # Label at the member nearest the cluster's median, so it sits on its points.
+        med = np.median(xy[rows], axis=0)
+        anchor = rows[np.argmin(((xy[rows] - med) ** 2).sum(axis=1))]
+        label = " · ".join(terms[c]) or f"cluster {c + 1}"
+        clusters.append(TopicCluster(cluster=c, label=label, terms=terms[c], size=len(rows),
+                                     x=round(float(xy[anchor, 0]), 4),
+                                     y=round(float(xy[anchor, 1]), 4)))
+    clusters.sort(key=lambda c: -c.size)
+    points = [TopicPoint(paper_id=pid, x=round(float(xy[i, 0]), 4), y=round(float(xy[i, 1]), 4),
+                         cluster=int(assign[i])) for i, pid in enumerate(paper_ids)]
+    return TopicMap(key=key, method=f"{layout} + KMeans({k})", points=points,
+                    clusters=clusters, seconds=round(time.perf_counter() - t0, 3))
+
+
+# ------------------------------------------------------------------ cache
+
+
+def load_cached(data_dir: Path, key: str) -> TopicMap | None:
+    path = Path(data_dir) / CACHE_NAME
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if d.get("format") != FORMAT or d.get("key") != key:
+        return None
+    try:
+        return TopicMap.from_dict(d)
+    except (KeyError, TypeError):
+        return None
+
+
+def save(data_dir: Path, tmap: TopicMap) -> None:
+    path = Path(data_dir) / CACHE_NAME
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(tmap.to_dict()), encoding="utf-8")
+    tmp.replace(path)  # atomic: readers never see half a file
+
+
+def paper_vectors(index: Any) -> tuple[list[str], np.ndarray]:
+    """Every paper's centroid vector from the index's paper collection."""
+    coll = index.paper_collection
+    ids: list[str] = []
+    vecs: list[Any] = []
+    for off in range(0, coll.count(), 5000):
+        got = coll.get(include=["embeddings"], limit=5000, offset=off)
+        ids += list(got["ids"])
+        vecs += list(got["embeddings"])
+    return ids, np.asarray(vecs, dtype=np.float32).reshape(len(ids), -1)
+
+
+def ensure(index: Any, model_name: str, *, force: bool = False) -> TopicMap:
+    """The cached map for the index's current catalog, computed if missing."""
+    data_dir = Path(index.settings.data_dir)
+    hashes = index.catalog.hashes()
+    key = catalog_key(hashes, model_name)
+    if not force and (cached := load_cached(data_dir, key)) is not None:
+        return cached
+    papers = {p.paper_id: p for p in index.catalog.papers()}
+    ids, vecs = paper_vectors(index)
+    keep = [i for i, pid in enumerate(ids) if pid in papers]
+    ids = [ids[i] for i in keep]
+    vecs = vecs[keep] if len(keep) else vecs[:0]
+    order = np.argsort(ids, kind="stable")  # deterministic, whatever order Chroma returns
+    ids = [ids[i] for i in order]
+    vecs = vecs[order] if len(ids) else vecs
+    texts = [f"{papers[pid].title if not papers[pid].title_derived else ''}. "
+             f"{papers[pid].abstract}" for pid in ids]
+    tmap = compute(ids, vecs, texts, key=key)
+    if ids:
+        try:
+            save(data_dir, tmap)
+        except OSError:
+            log.warning("could not cache the topic map in %s", data_dir, exc_info=True)
+    log.info("topic map of %d papers: %s in %.2f s", len(ids), tmap.method, tmap.seconds)
+    return tmap
+
+
+def at_ingest(index: Any, model_name: str) -> TopicMap | None:
+    """Ingest hook: compute (or reuse) the map; a failure here never fails
+    the ingest, the app computes it again on first use."""
+    try:
+        return ensure(index, model_name)
+    except Exception:  # noqa: BLE001 - the map is an extra, the index is what matters
+        log.warning("topic map not computed at ingest", exc_info=True)
+        return None
