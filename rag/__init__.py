@@ -8,7 +8,6 @@ from rag.config import setup_offline_env
 setup_offline_env()
 
 from rag.config import Settings, get_settings  # noqa: E402
-from rag.engine import Engine  # noqa: E402
 from rag.errors import AqaError, CorpusError, LLMError  # noqa: E402
 from rag.types import (  # noqa: E402
     Answer,
@@ -26,6 +25,17 @@ from rag.types import (  # noqa: E402
     StreamEvent,
     Timings,
 )
+
+
+def __getattr__(name: str):
+    """``rag.Engine`` is imported on first use: the engine pulls in the model
+    libraries (seconds), and the CLI must be able to say "loading…" first."""
+    if name == "Engine":
+        from rag.engine import Engine
+
+        return Engine
+    raise AttributeError(f"module 'rag' has no attribute {name!r}")
+
 
 __all__ = [
     "AqaError", "Answer", "Citation", "Comparison", "CompareCell", "CorpusError",

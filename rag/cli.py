@@ -28,10 +28,28 @@ def _settings(args: argparse.Namespace) -> Settings:
     return base.model_copy(update=over) if over else base
 
 
+# Commands that only read an index: a --data-dir that does not exist is an
+# error for them (with the fix), never silently created.
+READ_ONLY = frozenset({"search", "ask", "status", "papers", "compare"})
+
+
+def _say(msg: str) -> None:
+    """Progress for people, on stderr, so stdout stays the result."""
+    print(msg, file=sys.stderr, flush=True)
+
+
 def _engine(args: argparse.Namespace):
+    settings = _settings(args)
+    read_only = getattr(args, "command", None) in READ_ONLY
+    if read_only and not settings.data_dir.is_dir():
+        raise AqaError(
+            f"No index at {settings.data_dir}: the folder does not exist. Run `aqa ingest"
+            + (f" --data-dir {settings.data_dir}" if getattr(args, "data_dir", None) else "")
+            + "` first, or point --data-dir at an existing index."
+        )
     from rag.engine import Engine
 
-    return Engine(_settings(args))
+    return Engine(settings, create=not read_only)
 
 
 def _filters(args: argparse.Namespace) -> Filters | None:
@@ -103,9 +121,15 @@ def _print_comparison(c: Comparison) -> None:
 
 
 def cmd_ingest(args):
+    _say("Loading the index and the embedding model…")
     eng = _engine(args)
+    where = ", ".join(str(p) for p in (args.paths or eng.settings.corpus_paths))
+    _say(f"Reading, embedding and indexing {where} (unchanged papers are skipped)…")
     rep = eng.ingest(args.paths or None, prune=args.prune, rebuild=args.rebuild,
-                     progress=not args.json)
+                     progress=True)
+    tmap = eng.topic_map()  # cached by the ingest just now: free
+    _say(f"Topic map: {len(tmap.clusters)} clusters ({tmap.method}), "
+         f"computed in {tmap.seconds:.1f}s.")
     if args.json:
         _emit(rep.to_dict())
     else:
@@ -120,6 +144,7 @@ def cmd_ingest(args):
 
 
 def cmd_search(args):
+    _say("Loading the embedding model…")
     eng = _engine(args)
     eng.warm(llm=False)
     for q in _batch(args.batch, args.query):
@@ -131,6 +156,7 @@ def cmd_search(args):
 
 
 def cmd_ask(args):
+    _say("Loading models (embedding and language model)…")
     eng = _engine(args)
     eng.warm()  # load models first, so the printed timings are the question's own
     for q in _batch(args.batch, args.question):
@@ -148,14 +174,24 @@ def cmd_ask(args):
 
 
 def cmd_compare(args):
+    _say("Loading the index…")
     eng = _engine(args)
-    c = eng.compare(args.papers or None, query=args.query)
+    c = eng.compare(args.papers or None, query=args.query, progress=_say)
     _emit(c.to_dict()) if args.json else _print_comparison(c)
 
 
 def cmd_papers(args):
     eng = _engine(args)
-    papers = eng.papers(args.query, limit=args.limit, filters=_filters(args))
+    if args.query and args.query.strip():
+        _say("Loading the embedding model…")
+        hits = eng.search(args.query, k=args.limit or 20, filters=_filters(args))
+        if args.json:
+            for h in hits:
+                _emit(h.to_dict())
+        else:
+            _print_hits(hits)
+        return
+    papers = eng.papers(None, limit=args.limit, filters=_filters(args))
     if args.json:
         for p in papers:
             _emit(p.to_dict())
@@ -164,13 +200,28 @@ def cmd_papers(args):
         print(f"{p.paper_id}\t{p.display_title}\t{p.source}")
 
 
+def status_text(st) -> str:
+    """`aqa status` for people."""
+    sources = ", ".join(f"{k} ({v})" for k, v in sorted(st.sources.items())) or "none"
+    lines = [
+        f"Index:       {st.data_dir}",
+        f"Papers:      {st.papers} ({st.chunks} chunks)",
+        f"Sources:     {sources}",
+        f"Embeddings:  {st.embed_model}",
+        f"LLM:         {st.llm_model}",
+        f"Last ingest: {st.last_ingest or 'never'}",
+    ]
+    if not st.papers:
+        lines.append("Nothing is indexed yet: run `aqa ingest`.")
+    return "\n".join(lines)
+
+
 def cmd_status(args):
     st = _engine(args).status()
     if args.json:
         _emit(st.to_dict())
     else:
-        for k, v in st.to_dict().items():
-            print(f"{k}: {v}")
+        print(status_text(st))
 
 
 def cmd_serve(args):
@@ -192,12 +243,14 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--data-dir", help="index location (default: AQA_DATA_DIR or .aqa)")
     common.add_argument("--json", action="store_true", help="machine-readable JSON output")
 
-    filt = argparse.ArgumentParser(add_help=False)
+    meta = argparse.ArgumentParser(add_help=False)  # metadata filters
+    meta.add_argument("--source", action="append", help="only this source (repeatable)")
+    meta.add_argument("--venue", action="append", help="only this venue (repeatable)")
+    meta.add_argument("--year", action="append", type=int, help="only this year (repeatable)")
+    meta.add_argument("--paper", action="append", help="only this paper id (repeatable)")
+
+    filt = argparse.ArgumentParser(add_help=False, parents=[meta])  # retrieval options
     filt.add_argument("-k", type=int, default=None, help="papers to retrieve")
-    filt.add_argument("--source", action="append", help="only this source (repeatable)")
-    filt.add_argument("--venue", action="append", help="only this venue (repeatable)")
-    filt.add_argument("--year", action="append", type=int, help="only this year (repeatable)")
-    filt.add_argument("--paper", action="append", help="only this paper id (repeatable)")
     filt.add_argument("--mode", choices=["hybrid", "dense", "bm25"], help="retriever")
     filt.add_argument("--batch", help="file with one query per line; prints JSON Lines")
 
@@ -223,9 +276,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--query", help="select the papers by a query instead")
     s.set_defaults(fn=cmd_compare)
 
-    s = sub.add_parser("papers", parents=[common, filt], help="list or find papers")
+    # Only the flags that do something here: -k, --mode and --batch are rejected.
+    s = sub.add_parser("papers", parents=[common, meta],
+                       help="list papers, or find them by QUERY (scores and snippets)")
     s.add_argument("query", nargs="?")
-    s.add_argument("--limit", type=int)
+    s.add_argument("--limit", type=int, help="at most this many papers (search: default 20)")
     s.set_defaults(fn=cmd_papers)
 
     s = sub.add_parser("status", parents=[common], help="what is indexed")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -92,3 +93,66 @@ def test_errors_are_one_line(tmp_path, index):
     bad.write_text('{"abstract": "A fine abstract about graph neural networks and molecules."}\n{oops\n')
     r = run(["ingest", str(bad)], tmp_path / "idx2")
     assert "bad.jsonl:2" in r.stderr and r.returncode == 0
+
+
+def test_ask_and_search_say_loading_within_a_second(index):
+    """Something reaches stderr within 1 s while the models load."""
+    import time
+
+    for cmd in (["search", "diffusion models"], ["ask", "What does ShieldAgent propose?"]):
+        e = {**os.environ, "AQA_LOCAL_MODEL": "smollm2-135m", "AQA_LLM_PROVIDER": "local"}
+        t0 = time.monotonic()
+        proc = subprocess.Popen([AQA, *cmd, "--data-dir", str(index)], stderr=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, text=True, env=e)
+        try:
+            line = proc.stderr.readline()
+            elapsed = time.monotonic() - t0
+        finally:
+            proc.kill()
+            rc = proc.wait()
+        assert "loading" in line.lower(), (cmd, rc, line, proc.stderr.read())
+        assert elapsed < 1.0, f"{cmd[0]}: first stderr line after {elapsed:.2f}s"
+
+
+def test_status_text_and_json(index):
+    r = run(["status"], index)
+    assert r.returncode == 0, r.stderr
+    assert "Papers:      57" in r.stdout and "Sources:     icml2025 (57)" in r.stdout
+    assert not r.stdout.lstrip().startswith("{") and "'" not in r.stdout  # no dict dumps
+    st = json.loads(run(["status", "--json"], index).stdout)
+    assert st["papers"] == 57 and st["sources"] == {"icml2025": 57}
+
+
+def test_papers_query_shows_scores_and_snippets_and_rejects_useless_flags(index):
+    r = run(["papers", "prompt injection defense for agents", "--limit", "3"], index)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^1\. .+score=\d\.\d{3}", r.stdout, re.MULTILINE), r.stdout
+    assert r.stdout.count("“") == 3  # one snippet per result
+    for flag in (["-k", "3"], ["--mode", "bm25"], ["--batch", "x.txt"]):
+        r = run(["papers", "agents", *flag], index)
+        assert r.returncode == 2 and "unrecognized arguments" in r.stderr, flag
+
+
+def test_read_only_commands_do_not_create_a_missing_data_dir(tmp_path):
+    missing = tmp_path / "nope"
+    for cmd in (["search", "x"], ["ask", "x?"], ["status"], ["papers"], ["papers", "x"]):
+        r = run(cmd, missing)
+        assert r.returncode == 2, (cmd, r.stderr)
+        assert "does not exist" in r.stderr and "aqa ingest" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
+        assert not missing.exists(), f"{cmd[0]} created {missing}"
+
+
+def test_ingest_and_compare_show_progress(tmp_path, index):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("\n".join(json.dumps({
+        "id": f"p{i}", "title": f"Paper {i}",
+        "abstract": f"We propose method {i} for graph learning and report gains on benchmark {i}."
+    }) for i in range(5)) + "\n", encoding="utf-8")
+    r = run(["ingest", str(corpus)], tmp_path / "new")
+    assert r.returncode == 0, r.stderr
+    assert "Reading, embedding and indexing" in r.stderr and "Topic map:" in r.stderr
+    assert (tmp_path / "new").is_dir()  # ingest creates the data dir
+    r = run(["compare", "ShieldAgent", "MELON"], index, AQA_MAX_TOKENS="40")
+    assert r.returncode == 0, r.stderr
+    assert "Extracting problem, approach" in r.stderr and "Writing the synthesis" in r.stderr
