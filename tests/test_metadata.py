@@ -185,6 +185,13 @@ def test_without_a_sidecar_ids_are_the_same_and_labels_are_derived(tmp_path: Pat
     assert all(p.title_derived for p in res.papers)
 
 
+def _skipped_ids(text: str) -> list[str]:
+    """Paper ids listed in a BibTeX export's '% Skipped' line ([] when absent)."""
+    if "% Skipped" not in text:
+        return []
+    return text.rsplit("% Skipped", 1)[1].split(": ", 1)[1].strip().split(", ")
+
+
 def test_bibtex_export_has_real_authors_for_bundled_papers(loaded) -> None:
     from ui.export import bibtex
 
@@ -193,8 +200,36 @@ def test_bibtex_export_has_real_authors_for_bundled_papers(loaded) -> None:
     assert "author = {Zhaorun Chen and Mintong Kang and Bo Li}" in text
     assert "title = {{ShieldAgent: Shielding Agents via Verifiable Safety Policy Reasoning}}" in text
     assert "url = {https://proceedings.mlr.press/v267/chen25ae.html}" in text
-    skipped = text.rsplit("% Skipped", 1)[1]
-    assert len(skipped.split(": ", 1)[1].split(", ")) == 57 - _n_entries()
+    # exactly the papers without a sidecar entry are listed as skipped (none once
+    # all 57 are matched: then the export has no '% Skipped' line at all)
+    want = sorted(p.paper_id for p in loaded.papers if p.title_derived)
+    assert sorted(_skipped_ids(text)) == want and len(want) == 57 - _n_entries()
+    assert ("% Skipped" in text) == bool(want)
+
+
+def test_bibtex_export_lists_papers_without_a_sidecar_entry_as_skipped(tmp_path: Path) -> None:
+    """The '% Skipped' section for derived-label papers, on the real bundled files:
+    without the sidecar every paper is skipped; dropping some entries skips exactly
+    those papers and keeps the rest citable."""
+    from ui.export import bibtex
+
+    res = load_corpus([_copy_bundled(tmp_path / "none", sidecar=False)])
+    text = bibtex(res.papers)
+    assert "@inproceedings{" not in text
+    assert sorted(_skipped_ids(text)) == sorted(p.paper_id for p in res.papers)
+    assert len(_skipped_ids(text)) == 57
+
+    d = _copy_bundled(tmp_path / "some")
+    rows = [ln for ln in (d / SIDECAR.name).read_text(encoding="utf-8").splitlines() if ln]
+    dropped = {json.loads(ln)["fingerprint"] for ln in rows[:3]}
+    (d / SIDECAR.name).write_text("\n".join(rows[3:]) + "\n", encoding="utf-8")
+    res = load_corpus([d])
+    assert res.errors == []
+    text = bibtex(res.papers)
+    want = sorted(p.paper_id for p in res.papers if fingerprint(p.abstract) in dropped)
+    assert len(want) == 3 and sorted(_skipped_ids(text)) == want
+    assert text.count("@inproceedings{") == _n_entries() - 3
+    assert text.rstrip().splitlines()[-1].startswith("% Skipped (no known title")
 
 
 def _paper(abstract: str) -> Paper:  # used by the unit test below
