@@ -81,6 +81,8 @@ def _questions(args: argparse.Namespace):
         qs = load_questions(path)
     except DatasetError as e:
         raise AqaError(str(e)) from None
+    if getattr(args, "split", None):  # tune while developing; report heldout, never tune on it
+        qs = [q for q in qs if getattr(q, "split", None) == args.split]
     if getattr(args, "type", None):
         qs = [q for q in qs if q.type in args.type]
     if getattr(args, "per_type", None):
@@ -201,6 +203,8 @@ def register(subparsers: Any) -> None:
     r.add_argument("--limit", type=int, help="only the first N questions")
     r.add_argument("--per-type", type=int, help="only the first N questions of each type")
     r.add_argument("--type", action="append", help="only this question type (repeatable)")
+    r.add_argument("--split", choices=["tune", "heldout"],
+                   help="only this split of the set (heldout: report only, never tune on it)")
     r.add_argument("--corpus", nargs="+", help="corpus paths (default: the bundled corpus)")
     r.add_argument("--extra-corpus", nargs="+", help="distractor corpus paths added to the index")
     r.add_argument("--no-ingest", action="store_true",

@@ -325,6 +325,7 @@ def score_question(
     answer: Mapping[str, Any] | None,
     k: int,
     ks: Sequence[int] = (1, 3, 5, 10),
+    answerable: bool | None = None,
 ) -> dict[str, Any]:
     """Every metric of one question from plain dicts.
 
@@ -333,7 +334,8 @@ def score_question(
     ``k``: the engine's top_k (the "@k" the headline numbers use).
     Returns ``{"metrics": {...}, "relevance": [...], "cited": [...]}``.
     """
-    answerable = qtype != "unanswerable"
+    if answerable is None:
+        answerable = qtype != "unanswerable"
     rel = relevance_vector([provs_of(p) for p in ranked_papers], gold)
     ks_all = sorted({*ks, k})
     m: dict[str, Any] = retrieval_metrics(rel, len(gold), ks_all)
@@ -367,13 +369,15 @@ def score_question(
     m["declined"] = 1.0 if declined else 0.0
     m["correct_decline"] = None if answerable else m["declined"]
     m["wrong_decline"] = m["declined"] if answerable else None
-    m["citation_precision"] = citation_precision(cited)
-    m["citation_recall"] = citation_recall(cited, len(gold)) if answerable else None
-    # Stricter than citation_precision (whose "or supported" credits any paper
-    # the engine's attribution accepted): only gold papers count.
-    m["citation_gold_precision"] = (
+    # Only a gold paper counts as a correct citation: the engine's own support
+    # flag is not evidence that the paper answers the question.
+    m["citation_precision"] = (
         sum(c.is_gold for c in cited) / len(cited) if cited and gold else None
     )
+    m["citation_supported_share"] = citation_precision(cited)
+    m["citation_recall"] = citation_recall(cited, len(gold)) if answerable else None
+    # Pinned and follow-up questions: declined only of the "missing detail" kind.
+    m["decline_kind"] = answer.get("decline_kind")
     # A decline's text names the nearest papers; that is not content the answer gives.
     text = "" if declined else answer.get("answer") or ""
     m["must_include_recall"] = must_include_recall(text, must_include)
@@ -399,8 +403,7 @@ def answer_passes(answerable: bool, declined: bool, m: Mapping[str, Any]) -> boo
 
 
 # Metrics the summary aggregates, in report order.
-RETRIEVAL_METRICS: tuple[str, ...] = ("hit@1", "hit@k", "recall@k", "mrr", "ndcg@k")
 ANSWER_METRICS: tuple[str, ...] = (
-    "citation_precision", "citation_gold_precision", "citation_recall", "must_include_recall", "support_rate",
-    "correct_decline", "wrong_decline",
+    "citation_precision", "citation_recall", "must_include_recall", "support_rate",
+    "correct_decline", "wrong_decline", "followup_resolved", "pinned_ok",
 )

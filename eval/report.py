@@ -20,7 +20,7 @@ PLOT_METRICS: tuple[str, ...] = (
 )
 TYPE_TABLE_METRICS: tuple[str, ...] = (
     "hit@1", "hit@k", "recall@k", "mrr", "ndcg@k", "citation_precision",
-    "citation_gold_precision", "citation_recall",
+    "citation_recall", "followup_resolved", "pinned_ok",
     "must_include_recall", "support_rate", "correct_decline", "wrong_decline",
     "floor_correct_decline", "floor_wrong_decline", "pass",
 )
@@ -118,6 +118,21 @@ def plot_latency(records: Sequence[dict[str, Any]], path: Path) -> bool:
     return True
 
 
+def rule_table(records: Sequence[dict[str, Any]]) -> dict[str, tuple[int, int]]:
+    """rule name -> (times it fired on answerable questions, on unanswerable ones),
+    from the ``rules`` trace each answer carries. A rule whose firings are
+    mostly on answerable questions hurts more than it helps."""
+    out: dict[str, list[int]] = {}
+    for r in records:
+        ans = r.get("answer") or {}
+        answerable = r.get("answerable", r.get("type") != "unanswerable")
+        for rule in ans.get("rules") or []:
+            if rule.get("fired"):
+                c = out.setdefault(rule["name"], [0, 0])
+                c[0 if answerable else 1] += 1
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
 def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]],
                     plots: dict[str, bool]) -> str:
     k = summary.get("k", 5)
@@ -176,6 +191,12 @@ def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]],
     lines += _table(["", "n", "p50", "p95", "mean", "max"], rows)
     if plots.get("latency"):
         lines += ["", "![latency](latency.png)"]
+
+    fired = rule_table(records)
+    if fired:
+        lines += ["", "## Decision rules (which fired, on which questions)", ""]
+        lines += _table(["rule", "fired", "on answerable (harm)", "on unanswerable (help)"],
+                        [[name, a + u, a, u] for name, (a, u) in sorted(fired.items())])
 
     lines += ["", "## Per question", ""]
     header = ["id", "type", "pass", "gold rank", f"hit@{k}", "top-1 retrieved"]

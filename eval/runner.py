@@ -90,7 +90,8 @@ def evaluate_question(engine: Any, q: Question, *, use_llm: bool, search_k: int,
     error = None
     if use_llm:
         try:
-            answer = engine.ask(q.question).to_dict()
+            history, filters = conversation_of(engine, q)
+            answer = engine.ask(q.question, history=history, filters=filters).to_dict()
         except AqaError as e:  # an LLM failure is a failed answer, not a crashed run
             error = str(e)
             answer = failed_answer(q.question, error)
@@ -99,13 +100,16 @@ def evaluate_question(engine: Any, q: Question, *, use_llm: bool, search_k: int,
         timings.update(retrieval_ms=None, ttft_ms=None, total_ms=None)
     scored = M.score_question(
         qtype=q.type, gold=q.gold, must_include=q.must_include, ranked_papers=ranked,
-        answer=answer, k=k, ks=KS,
+        answer=answer, k=k, ks=KS, answerable=q.answerable,
     )
+    if answer is not None:
+        scored["metrics"].update(conversation_metrics(q, answer))
     fd = floor_declines(hits[:k], engine.settings)
     scored["metrics"]["floor_correct_decline"] = None if q.answerable else float(fd)
     scored["metrics"]["floor_wrong_decline"] = float(fd) if q.answerable else None
     return {
         **q.to_dict(),
+        "answerable": q.answerable,
         "retrieved": [
             {"rank": h.rank, "score": h.score, "dense_score": h.dense_score,
              "gold": rel is not None, **slim_paper(p)}
@@ -117,6 +121,47 @@ def evaluate_question(engine: Any, q: Question, *, use_llm: bool, search_k: int,
         "timings": timings,
         "error": error,
     }
+
+
+def _paper_id(engine: Any, ref: Any) -> str:
+    """A gold/history paper reference ({path, ordinal}) as an indexed paper id."""
+    return engine.get_paper(f"{ref.path}#{ref.ordinal}" if hasattr(ref, "path")
+                            else f"{ref['path']}#{ref['ordinal']}").paper_id
+
+
+def conversation_of(engine: Any, q: Question) -> tuple[list[dict], Any]:
+    """The history (with cited paper ids) and pinned-paper filter of a question."""
+    from rag.types import Filters
+
+    history = []
+    for msg in getattr(q, "history", None) or []:
+        m = {"role": msg["role"], "content": msg.get("content", "")}
+        if msg.get("papers"):
+            m["papers"] = [_paper_id(engine, p) for p in msg["papers"]]
+        history.append(m)
+    pinned = getattr(q, "pinned", None) or []
+    filters = Filters(paper_ids=[_paper_id(engine, p) for p in pinned]) if pinned else None
+    return history, filters
+
+
+def conversation_metrics(q: Question, answer: dict[str, Any]) -> dict[str, Any]:
+    """followup_resolved: the gold papers are among the papers the follow-up was
+    resolved to or retrieved for; pinned_ok: a pinned question is answered, or
+    declined only as "this abstract does not state it"."""
+    out: dict[str, Any] = {"followup_resolved": None, "pinned_ok": None}
+    if getattr(q, "history", None):
+        got = set(answer.get("pinned") or [])
+        for h in answer.get("retrieved") or []:
+            got.add(h["paper"]["paper_id"] if "paper" in h else h.get("paper_id"))
+        provs = {(v["path"], int(v["ordinal"]))
+                 for h in answer.get("retrieved") or [] if "paper" in h
+                 for v in h["paper"].get("provenance") or []}
+        out["followup_resolved"] = float(all(
+            any(o == g.ordinal and M.path_matches(p, g.path) for p, o in provs) for g in q.gold))
+    if getattr(q, "pinned", None):
+        out["pinned_ok"] = float(not answer.get("declined")
+                                 or answer.get("decline_kind") == "missing_detail")
+    return out
 
 
 def floor_declines(hits: Sequence[Any], settings: Any) -> bool:

@@ -1,289 +1,320 @@
-"""Grounded answers: build a short prompt from the best passages, stream the
-LLM's reply, then validate citations, attribute sentences and decide in code
-whether to decline.
+"""Grounded answers, evidence first.
 
-Declining is decided from the evidence, not left to the model: no passage
-above the relevance floor, a model that says the excerpts lack the answer, or
-an answer whose core (most of its sentences) is unsupported by the retrieved
-abstracts all lead to a decline that names the nearest papers.
+1. The question is interpreted against the conversation (``rag.conversation``).
+2. Papers are retrieved, or taken as pinned (``Filters.paper_ids``).
+3. Gates in code: ``off_topic`` and ``unknown_name`` decline before the model.
+4. The model chooses evidence sentences under a JSON schema (``rag.evidence``);
+   the rules in ``rag.rules`` decide answer or decline from that evidence.
+5. Only then does the synthesis stream, over the same prompt prefix. Each of
+   its sentences is checked against the evidence it cites; a sentence that
+   fails stays visible, marked withdrawn. Nothing streamed is replaced.
+
+Answers are quote-first: the text ends with each cited paper and the
+verbatim sentences it was cited for. Declines come in two kinds, in plain
+words: nothing in the collection is about the question ("absent"), or the
+paper is there but its abstract does not state the asked detail
+("missing_detail", quoting the closest sentence it does state).
 """
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator, Sequence
 
-from rag.attribution import NOT_FOUND, Attributor, split_sentences
-from rag.checks import (
-    adds_nothing,
-    asks_quantity,
-    has_number,
-    identification_answer,
-    markers_only,
-    name_markers,
-    question_entities,
-    restates_question,
-)
+import numpy as np
+
+from rag import rules as R
 from rag.config import Settings
+from rag.conversation import resolve
+from rag.evidence import Candidate, candidates, choice_schema, excerpts, parse_choice
 from rag.llm import LLM
 from rag.prompts import render
 from rag.retrieve import HybridRetriever
-from rag.types import Answer, Citation, Filters, SearchHit, SentenceSupport, StreamEvent, Timings
-
-History = Sequence[dict]
-PLURAL = re.compile(r"\b(?:papers|works|studies|methods|approaches|ones)\b", re.IGNORECASE)
-_DEPENDENT = re.compile(
-    r"\b(it|its|they|them|their|this|that|these|those|former|latter|above|same|"
-    r"the (?:first|second|third|last|other) (?:one|paper|method)?|the paper|the method|"
-    r"the approach|both|each of them)\b",
-    re.IGNORECASE,
+from rag.text import short_title, split_sentences, stemmer, strip_markers
+from rag.types import (
+    Answer,
+    Citation,
+    DeclineKind,
+    Evidence,
+    Filters,
+    RuleFiring,
+    SearchHit,
+    SentenceSupport,
+    StreamEvent,
+    Timings,
 )
 
+History = Sequence[dict]
+CHOICE_TOKENS = 48  # a JSON list of at most a few ids
 
-def needs_condensing(question: str, history: History) -> bool:
-    return bool(history) and (bool(_DEPENDENT.search(question)) or len(question.split()) < 5)
 
-
-def select_context(
-    question: str, hits: list[SearchHit], embedder, n_sentences: int, per_paper: int
-) -> str:
-    """Numbered excerpts ([n] = hits[n-1]) made of the abstract sentences most
-    similar to the question, kept in abstract order within each paper.
-
-    Sentences, not whole chunks: prompt length sets the local model's wait
-    (it reads ~80 tokens/s on 2 cores), and focused evidence also keeps a
-    small model from drifting. Sentence vectors are cached and reused by the
-    attribution step.
-    """
-    qv = embedder.embed_query(question)
-    scored: list[tuple[float, int, int, str]] = []
-    for n, h in enumerate(hits, 1):
-        sents = split_sentences(h.paper.abstract)
-        if not sents:
-            continue
-        sims = embedder.embed_texts(sents) @ qv
-        # The retriever's own ranking is evidence too: favour higher-ranked papers.
-        prior = 0.1 * h.score / max(hits[0].score, 1e-9)
-        scored += [(float(sim) + prior, n, i, t) for i, (t, sim) in enumerate(zip(sents, sims, strict=True))]
-    scored.sort(key=lambda x: -x[0])
-    chosen: dict[int, list[tuple[int, str]]] = {}
-    total = 0
-    for _, n, i, t in scored:
-        if total >= n_sentences:
-            break
-        if len(chosen.get(n, [])) >= per_paper:
-            continue
-        chosen.setdefault(n, []).append((i, t))
-        total += 1
-    return "\n".join(
-        f"[{n}] {hits[n - 1].paper.title}: " + " ".join(t for _, t in sorted(chosen[n]))
-        for n in sorted(chosen)
-    )
+class _Declined(Exception):
+    def __init__(self, kind: DeclineKind, target: int | None = None) -> None:
+        self.kind, self.target = kind, target
 
 
 class Answerer:
-    def __init__(
-        self,
-        settings: Settings,
-        retriever: HybridRetriever,
-        llm_factory,
-        attributor: Attributor,
-    ) -> None:
+    def __init__(self, settings: Settings, retriever: HybridRetriever, llm_factory,
+                 embedder) -> None:
         self.settings = settings
         self.retriever = retriever
         self._llm_factory = llm_factory
-        self.attributor = attributor
+        self.embedder = embedder
 
     @property
     def llm(self) -> LLM:
         return self._llm_factory()
 
-    def condense(self, question: str, history: History) -> str:
-        if not needs_condensing(question, history):
-            return question
-        turns = "\n".join(
-            f"{m['role']}: {m['content'][:400]}" for m in list(history)[-4:] if m.get("content")
-        )
-        prompt = render("condense", history=turns, question=question)
-        out = "".join(
-            self.llm.stream_chat(
-                [{"role": "user", "content": prompt}], max_tokens=60, temperature=0.0
-            )
-        ).strip()
-        out = out.splitlines()[0].strip().strip('"') if out else ""
-        return out if len(out) > 5 else question
+    # ------------------------------------------------------------ retrieval
+    def _hits(self, question: str, *, pinned: list[str], include: list[str], k: int,
+              filters: Filters | None) -> list[SearchHit]:
+        """Search results; pinned papers replace the search, included ones join it."""
+        if pinned:
+            f = Filters(paper_ids=pinned)
+            found = {h.paper.paper_id: h for h in self.retriever.search(question, k=len(pinned), filters=f)}
+            papers = self.retriever.snapshot().papers
+            hits = [found.get(pid) or SearchHit(paper=papers[pid], score=0.0, rank=0)
+                    for pid in pinned if pid in papers]
+        else:
+            hits = self.retriever.search(question, k=k, filters=filters)
+            have = {h.paper.paper_id for h in hits}
+            extra = [pid for pid in include if pid not in have]
+            if extra:
+                f = Filters(paper_ids=extra)
+                hits = self.retriever.search(question, k=len(extra), filters=f) + hits
+                hits = hits[: max(k, len(include))]
+        for i, h in enumerate(hits, 1):
+            h.rank = i
+        return hits
 
-    def stream(
-        self,
-        question: str,
-        *,
-        history: History = (),
-        k: int | None = None,
-        filters: Filters | None = None,
-    ) -> Iterator[StreamEvent]:
+    # --------------------------------------------------------------- answer
+    def stream(self, question: str, *, history: History = (), k: int | None = None,
+               filters: Filters | None = None) -> Iterator[StreamEvent]:
         s = self.settings
         t0 = time.perf_counter()
-        standalone = self.condense(question, history)
+        papers = self.retriever.snapshot().papers
+        res = resolve(question, history, papers) if history else None
+        interpreted = res.question if res else question
+        trace: list[RuleFiring] = [res.rule] if res and res.rule else []
+        pinned = [p for p in (filters.paper_ids or []) if p in papers] if filters else []
+        pinned = pinned or (res.pinned if res else [])
         yield StreamEvent("status", "Searching the abstracts…")
-        hits = self.retriever.search(standalone, k=k or s.top_k, filters=filters)
-        t_ret = (time.perf_counter() - t0) * 1000
-        timings = Timings(retrieval_ms=round(t_ret, 1))
+        hits = self._hits(interpreted, pinned=pinned, include=res.include if res else [],
+                          k=k or s.top_k, filters=None if pinned else filters)
+        timings = Timings(retrieval_ms=round((time.perf_counter() - t0) * 1000, 1))
+        answer = Answer(question=question, standalone_question=interpreted, text="",
+                        sentences=[], citations=[], retrieved=hits, declined=False,
+                        decline_reason=None, model="none", timings=timings, rules=trace,
+                        pinned=pinned)
 
-        def finish(text: str, sentences, citations, declined, reason, model) -> Answer:
+        def done() -> StreamEvent:
             timings.total_ms = round((time.perf_counter() - t0) * 1000, 1)
-            return Answer(
-                question=question,
-                standalone_question=standalone,
-                text=text,
-                sentences=sentences,
-                citations=citations,
-                retrieved=hits,
-                declined=declined,
-                decline_reason=reason,
-                model=model,
-                timings=timings,
-            )
+            return StreamEvent("answer", answer=answer)
 
-        top_dense = max((h.dense_score or 0.0 for h in hits), default=0.0)
-        if not hits or (s.retriever != "bm25" and top_dense < s.relevance_floor):
-            reason = "No indexed abstract is close enough to the question."
-            yield StreamEvent("answer", answer=finish(
-                *declined(hits, reason), "none"))
+        try:
+            cands = self._gate_and_candidates(interpreted, hits, pinned, trace)
+            chosen, messages, raw = self._choose(interpreted, hits, cands, pinned, trace, answer)
+        except _Declined as d:
+            self._decline(answer, d, interpreted)
+            yield done()
             return
+        self._cite(answer, chosen, interpreted)
+        yield StreamEvent("evidence", answer=answer)
+        yield from self._synthesise(answer, chosen, messages, raw, interpreted, t0)
+        yield done()
 
-        unknown = self.retriever.unknown_names(standalone)
-        if unknown:
-            reason = f"No indexed abstract mentions {', '.join(unknown)}."
-            yield StreamEvent("answer", answer=finish(
-                *declined(hits, reason), "none"))
-            return
-
-        llm = self.llm
-        messages = [
-            {"role": "system", "content": render("answer_system")},
-            {
-                "role": "user",
-                "content": render(
-                    "answer_user",
-                    context=select_context(
-                        standalone, hits, self.attributor.embedder,
-                        s.context_sentences, s.sentences_per_paper,
-                    ),
-                    question=standalone,
-                ),
-            },
-        ]
-        yield StreamEvent("status", "Reading the best passages…")
-        raw = []
-        for piece in llm.stream_chat(messages, max_tokens=s.max_tokens, temperature=s.temperature):
-            if timings.ttft_ms is None:
-                timings.ttft_ms = round((time.perf_counter() - t0) * 1000, 1)
-            raw.append(piece)
-            yield StreamEvent("token", piece)
-        answer = self.check("".join(raw), hits, standalone)
-        yield StreamEvent("answer", answer=finish(*answer, llm.name))
-
-    def _identify(self, raw: str, hits: list[SearchHit], question: str) -> str:
-        """Turn answers that merely point at papers into named, quoted papers."""
-        emb = self.attributor.embedder
-        if asks_quantity(question):  # a value is asked for; pointing at a paper is no answer
-            return name_markers(raw, hits)
-        nums = markers_only(raw)
-        if nums is None:
-            raw = name_markers(raw, hits)
-            sents = split_sentences(raw)
-            if len(sents) == 1:
-                nums = restates_question(sents[0], question, hits, self.attributor.stem.terms)
-        if not nums:
-            return raw
-        # Measured on eval/questions.jsonl: the small model's pick among the
-        # excerpts was wrong far more often than the retriever's top paper, so
-        # the ranking decides; a runner-up is named too when it is nearly tied.
-        # A question about several papers ("which papers…") lists every close one.
-        top = hits[0].score
-        plural = bool(PLURAL.search(question))
-        ratio, most = (0.8, 3) if plural else (0.97, 1)
-        nums = [1] + [i for i in range(2, len(hits) + 1) if hits[i - 1].score >= ratio * top][:most]
-        return identification_answer(nums, hits, question, emb)
-
-    def check(self, raw: str, hits: list[SearchHit], question: str):
-        """Validate and attribute a raw model answer. Returns
-        (text, sentences, citations, declined, reason)."""
+    def _gate_and_candidates(self, q: str, hits: list[SearchHit], pinned: list[str],
+                             trace: list[RuleFiring]) -> list[Candidate]:
         s = self.settings
-        raw = raw.strip()
-        first = split_sentences(raw)[:1]
-        if not raw or (first and NOT_FOUND.search(first[0])):
-            reason = "The retrieved abstracts do not state this."
-            return declined(hits, reason)
-        named = split_sentences(name_markers(raw, hits))  # "[1] and [2] use X" names papers
-        if adds_nothing(named, question, self.attributor.stem.terms) and not (
-            markers_only(raw) and not asks_quantity(question)
-        ):
-            reason = "The model's answer only restates the question."
-            return declined(hits, reason)
-        raw = self._identify(raw, hits, question)
-        attrs = self.attributor.attribute(raw, hits, question)
-        content = [a for a in attrs if not a.sentence.contentless]
-        if not content:
-            reason = "The model gave no answer that the abstracts support."
-            return declined(hits, reason)
-        supported = [a for a in content if a.sentence.supported]
-        if len(supported) / len(content) < s.min_supported_share:
-            reason = (
-                "The model's answer is not supported by the retrieved abstracts "
-                f"({len(supported)} of {len(content)} sentences supported)."
-            )
-            return declined(hits, reason, [a.sentence for a in attrs])
-        named = set().union(*question_entities(question, hits).values())
-        if asks_quantity(question) and not has_number(
-            [(a.sentence, a.cited_ids) for a in content], question, named
-        ):
-            reason = "The question asks for a value that the retrieved abstracts do not state."
-            return declined(hits, reason, [a.sentence for a in attrs])
-        cited = {pid for a in supported for pid in a.cited_ids}
-        for ent, ids in question_entities(question, hits).items():
-            if not ids & cited:
-                reason = f"The supported parts of the answer are not about {ent}."
-                return declined(hits, reason, [a.sentence for a in attrs])
+        if not hits:
+            trace.append(RuleFiring("off_topic", True, "no paper retrieved"))
+            raise _Declined("absent")
+        if not pinned:
+            if s.retriever != "bm25":
+                top = max((h.dense_score or 0.0) for h in hits)
+                trace.append(R.off_topic(top, s))
+                if trace[-1].fired:
+                    raise _Declined("absent")
+            trace.append(R.unknown_name(self.retriever.unknown_names(q)))
+            if trace[-1].fired:
+                raise _Declined("absent")
+            return candidates(q, hits[: s.evidence_papers], self.embedder,
+                              total=s.evidence_sentences, per_paper=s.evidence_per_paper)
+        per = max(2, s.pinned_sentences // len(hits))
+        return candidates(q, hits, self.embedder, total=per * len(hits), per_paper=per)
 
-        # Renumber: [n] in the final text counts cited papers in order of first use.
-        order: dict[int, int] = {}
-        for a in attrs:
-            for c in a.sentence.citations:
-                order.setdefault(c, len(order) + 1)
-        sentences: list[SentenceSupport] = []
-        best: dict[int, tuple[float, str]] = {}
-        parts: list[str] = []
-        for a in attrs:
-            ss = a.sentence
-            nums = [order[c] for c in ss.citations]
-            for c in ss.citations:
-                if ss.supported and (c not in best or ss.support > best[c][0]):
-                    best[c] = (ss.support, ss.evidence or "")
-            ss.citations = nums
-            sentences.append(ss)
-            marks = "".join(f"[{n}]" for n in nums)
-            flag = "" if ss.supported else " (unsupported)"
-            parts.append(f"{ss.text}{' ' + marks if marks else ''}{flag}")
-        citations = []
-        for hit_n, num in sorted(order.items(), key=lambda kv: kv[1]):
-            h = hits[hit_n - 1]
-            score, ev = best.get(hit_n, (0.0, h.snippet))
-            citations.append(Citation(number=num, paper=h.paper, snippet=ev or h.snippet, score=score))
-        return " ".join(parts), sentences, citations, False, None
+    def _choose(self, q: str, hits: list[SearchHit], cands: list[Candidate], pinned: list[str],
+                trace: list[RuleFiring], answer: Answer):
+        """The model's evidence choice, then the evidence rules."""
+        s = self.settings
+        if not cands:
+            trace.append(RuleFiring("no_evidence", True, "no candidate sentences"))
+            raise _Declined("absent")
+        llm = self.llm
+        answer.model = llm.name
+        messages = [
+            {"role": "system", "content": render("evidence_system")},
+            {"role": "user", "content": render("evidence_user", excerpts=excerpts(cands, hits),
+                                               question=q)},
+        ]
+        raw = "".join(llm.stream_chat(messages, max_tokens=CHOICE_TOKENS, temperature=0.0,
+                                      json_schema=choice_schema(len(cands), s.evidence_max_chosen)))
+        ids = parse_choice(raw, len(cands))
+        if ids is None:
+            # A server that ignored the schema: fall back to the closest sentence.
+            best = max(cands, key=lambda c: c.relevance)
+            ids = [best.id]
+            trace.append(RuleFiring("choice_unparsed", True, f"reply {raw[:80]!r}; used [{best.id}]"))
+        chosen = [cands[i - 1] for i in ids]
+        trace.append(R.no_evidence(ids))
+        named = R.named_papers(q, hits)
+        target = 0 if pinned else next(iter(sorted(i for v in named.values() for i in v)), None)
+        if trace[-1].fired:
+            raise _Declined(self._kind(hits, target), target)
+        if not pinned:
+            chosen, r = R.off_question_evidence(chosen, s)
+            trace.append(r)
+            if r.fired:
+                raise _Declined(self._kind(hits, target), target)
+            trace.append(R.named_paper_missing(named, chosen))
+            if trace[-1].fired:
+                raise _Declined("missing_detail", target)
+        trace.append(R.value_not_stated(q, chosen))
+        if trace[-1].fired:
+            raise _Declined(self._kind(hits, target), target if target is not None else chosen[0].hit)
+        return chosen, messages, raw
+
+    def _kind(self, hits: list[SearchHit], target: int | None) -> DeclineKind:
+        """A question about a specific paper lacks a detail; otherwise, when
+        the best paper is a strong match, it is that paper's detail that is
+        missing; else the collection has nothing on the topic."""
+        if target is not None:
+            return "missing_detail"
+        top = hits[0].dense_score or 0.0
+        return "missing_detail" if top >= self.settings.detail_floor else "absent"
+
+    # ------------------------------------------------------------ citations
+    def _cite(self, answer: Answer, chosen: list[Candidate], q: str) -> None:
+        hits = answer.retrieved
+        number: dict[int, int] = {}
+        for c in chosen:
+            number.setdefault(c.hit, len(number) + 1)
+        answer.evidence = [Evidence(number[c.hit], hits[c.hit].paper.paper_id, c.text, c.relevance)
+                           for c in chosen]
+        answer.citations = [
+            Citation(number=n, paper=hits[h].paper,
+                     snippet=" ".join(e.text for e in answer.evidence if e.number == n),
+                     score=0.0,
+                     relevance=max(e.relevance for e in answer.evidence if e.number == n),
+                     quotes=[e.text for e in answer.evidence if e.number == n])
+            for h, n in number.items()
+        ]
+
+    # ------------------------------------------------------------ synthesis
+    def _synthesise(self, answer: Answer, chosen: list[Candidate], messages: list[dict],
+                    raw_choice: str, q: str, t0: float) -> Iterator[StreamEvent]:
+        s = self.settings
+        ids = ", ".join(f"[{c.id}]" for c in chosen)
+        follow = messages + [
+            {"role": "assistant", "content": raw_choice},
+            {"role": "user", "content": render("synthesis_user", chosen=ids,
+                                               example=chosen[0].id, question=q)},
+        ]
+        yield StreamEvent("status", "Writing the answer…")
+        pieces: list[str] = []
+        for piece in self.llm.stream_chat(follow, max_tokens=s.synthesis_max_tokens,
+                                          temperature=s.temperature):
+            if answer.timings.ttft_ms is None:
+                answer.timings.ttft_ms = round((time.perf_counter() - t0) * 1000, 1)
+            pieces.append(piece)
+            yield StreamEvent("token", piece)
+        self._check(answer, chosen, "".join(pieces), q)
+
+    def _check(self, answer: Answer, chosen: list[Candidate], text: str, q: str) -> None:
+        """Attach each synthesis sentence to its evidence and withdraw those
+        that assert what the evidence does not."""
+        s = self.settings
+        by_id = {c.id: c for c in chosen}
+        number = {e.text: e.number for e in answer.evidence}
+        sents = [t for t in split_sentences(text) if strip_markers(t)[0]]
+        r = R.says_not_stated(sents)
+        answer.rules.append(r)
+        out: list[SentenceSupport] = []
+        if sents:
+            clean = [strip_markers(t) for t in sents]
+            vecs = np.asarray(self.embedder.embed_texts([c[0] for c in clean] + [c.text for c in chosen]))
+            sims = vecs[: len(clean)] @ vecs[len(clean):].T
+            stem = stemmer()
+            for i, (body, marks) in enumerate(clean):
+                cited = [by_id[m] for m in marks if m in by_id] or [chosen[int(np.argmax(sims[i]))]]
+                best = max(cited, key=lambda c: sims[i, chosen.index(c)])
+                terms = stem.terms(body) - stem.terms(answer.retrieved[best.hit].paper.title)
+                ev_terms = stem.terms(" ".join(c.text for c in cited))
+                lex = len(terms & ev_terms) / len(terms) if terms else 1.0
+                support = round(0.5 * lex + 0.5 * max(float(sims[i, chosen.index(best)]), 0.0), 3)
+                claim = R.claim_not_in_evidence(body, [c.text for c in cited], q)
+                ss = SentenceSupport(
+                    text=body, citations=sorted({number[c.text] for c in cited}), support=support,
+                    supported=support >= s.support_threshold and not claim.fired,
+                    paper_id=answer.retrieved[best.hit].paper.paper_id, evidence=best.text)
+                if r.fired:
+                    ss.withdrawn, ss.withdrawn_reason = True, "the model said the abstracts do not state it"
+                elif claim.fired:
+                    ss.withdrawn, ss.withdrawn_reason = True, claim.detail
+                    answer.rules.append(claim)
+                elif not ss.supported:
+                    ss.withdrawn = True
+                    ss.withdrawn_reason = "not supported by the sentences it cites"
+                out.append(ss)
+        answer.sentences = out
+        for c in answer.citations:
+            c.score = max((x.support for x in out if c.number in x.citations and not x.withdrawn),
+                          default=0.0)
+        if r.fired:
+            answer.rules.append(RuleFiring("declined_after_synthesis", True, "says_not_stated"))
+            target = chosen[0].hit
+            self._decline(answer, _Declined("missing_detail", target), q, keep=True)
+            return
+        answer.text = _answer_text(answer)
+
+    # -------------------------------------------------------------- decline
+    def _decline(self, answer: Answer, d: _Declined, q: str, *, keep: bool = False) -> None:
+        hits = answer.retrieved
+        answer.declined = True
+        answer.decline_kind = d.kind
+        if not keep:
+            answer.evidence, answer.citations, answer.sentences = [], [], []
+        else:
+            answer.evidence, answer.citations = [], []
+        if d.kind == "missing_detail" and hits:
+            h = hits[d.target or 0]
+            closest = self._closest(q, h)
+            name = short_title(h.paper.title, 80)
+            answer.decline_reason = f"The abstract of {name} does not state this."
+            answer.text = answer.decline_reason + (
+                f" The closest it says: “{closest}”" if closest else "")
+            return
+        answer.decline_kind = "absent"
+        answer.decline_reason = "Nothing in the indexed abstracts answers this question."
+        names = "; ".join(h.paper.display_title for h in hits[:3])
+        answer.text = answer.decline_reason + (f" The nearest papers are: {names}." if names else "")
+
+    def _closest(self, q: str, hit: SearchHit) -> str:
+        sents = split_sentences(hit.paper.abstract)
+        if not sents:
+            return ""
+        sims = np.asarray(self.embedder.embed_texts(sents)) @ np.asarray(self.embedder.embed_query(q))
+        return sents[int(np.argmax(sims))]
 
 
-def declined(hits: list[SearchHit], reason: str, sentences: list | None = None):
-    """The (text, sentences, citations, declined, reason) of a decline."""
-    return decline_text(hits, reason), sentences or [], [], True, reason
-
-
-def decline_text(hits: list[SearchHit], reason: str) -> str:
-    if not hits:
-        return f"I can't answer that from the indexed abstracts. {reason}"
-    names = "; ".join(h.paper.display_title for h in hits[:3])
-    return (
-        f"I can't answer that from the indexed abstracts. {reason} "
-        f"The nearest papers are: {names}."
-    )
+def _answer_text(answer: Answer) -> str:
+    """Synthesis (withdrawn sentences left out) on top, then the quoted evidence."""
+    parts = []
+    for ss in answer.sentences:
+        if not ss.withdrawn:
+            parts.append(ss.text + " " + "".join(f"[{n}]" for n in ss.citations))
+    lines = [" ".join(parts)] if parts else []
+    for c in answer.citations:
+        quotes = " ".join(f"“{t}”" for t in c.quotes)
+        lines.append(f"[{c.number}] {short_title(c.paper.title, 80)}: {quotes}")
+    return "\n\n".join([lines[0], "\n".join(lines[1:])]) if parts else "\n".join(lines)

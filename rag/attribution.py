@@ -11,92 +11,30 @@ score: that is how a confident hallucinated number gets caught.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from rag.embed import CachedEmbedder
+from rag.text import (
+    NAME,
+    NOT_STATED,
+    Stemmer,
+    normalise,
+    specifics,
+    split_sentences,
+    stemmer,
+    strip_markers,
+)
 from rag.types import SearchHit, SentenceSupport
 
-MARKER = re.compile(r"\s*\[(\d+(?:\s*[,;]\s*\d+)*)\]")
-_SENT_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9\-]+|\d+(?:\.\d+)?%?")
-_NUMBER = re.compile(r"(?<![A-Za-z])\d+(?:[.,]\d+)?\s?(?:%|x|×|k|K|M|B)?(?![A-Za-z])")
-_NAME = re.compile(r"\b(?:[A-Za-z]*[A-Z][a-z0-9]*[A-Z0-9][A-Za-z0-9\-]*|[A-Z]{2,}[A-Za-z0-9\-]*)\b")
+__all__ = ["Attribution", "Attributor", "split_sentences", "strip_markers", "specifics"]
 
-STOP = set(
-    """a an the of and or to in on for with by from as at is are was were be been being this that
-    these those it its their they them which what who whom how why when where does do did can could
-    would should may might will shall has have had not no than then so such into over under about
-    also both each other more most less very paper papers study studies propose proposes proposed
-    approach method methods work works use uses used using based new show shows shown our we us
-    answer question excerpt excerpts abstract abstracts authors seen stated state states mention
-    mentions mentioned described describes according shown discussed discusses found given
-    provided reported reports collection""".split()
-)
-NOT_FOUND = re.compile(
-    r"\bNOT[ _]FOUND\b|\b(?:is|are) not (?:mentioned|stated|specified|provided|given|reported|"
-    r"described|discussed|included|available)\b|\bdo(?:es)? not (?:mention|specify|state|provide|"
-    r"report|include|describe|give|contain|discuss)\b|\bno (?:information|mention|details?)\b|"
-    r"\bcannot be (?:determined|found|answered)\b|\bnot (?:enough|sufficient) information\b",
-    re.IGNORECASE,
-)
-
-
-def split_sentences(text: str) -> list[str]:
-    parts: list[str] = []
-    for block in re.split(r"\n+", text.strip()):
-        block = re.sub(r"^\s*(?:[-*•]|\d+[.)])\s+", "", block).strip()
-        if block:
-            parts += [s.strip() for s in _SENT_END.split(block) if s.strip()]
-    # A bare marker split off by the sentence regex belongs to the previous sentence.
-    merged: list[str] = []
-    for s in parts:
-        if merged and MARKER.fullmatch(s):
-            merged[-1] += " " + s
-        else:
-            merged.append(s)
-    return merged
-
-
-def strip_markers(text: str) -> tuple[str, list[int]]:
-    nums: list[int] = []
-    for m in MARKER.finditer(text):
-        nums += [int(x) for x in re.split(r"\s*[,;]\s*", m.group(1))]
-    clean = MARKER.sub("", text).strip()
-    clean = re.sub(r"\s+([.,;:])", r"\1", clean)
-    return clean, list(dict.fromkeys(nums))
-
-
-class _Stemmer:
-    def __init__(self) -> None:
-        import Stemmer
-
-        self._s = Stemmer.Stemmer("english")
-
-    def terms(self, text: str) -> set[str]:
-        words = [w.lower() for w in _WORD.findall(_unlatex(text))]
-        # Numbers are content however short ("3K", "7"); other short words are not.
-        keep = [w for w in words if w not in STOP and (len(w) > 2 or w[0].isdigit())]
-        return set(self._s.stemWords(keep))
-
-
-def specifics(text: str) -> set[str]:
-    """Numbers and name-like tokens a claim asserts."""
-    found = {m.group(0).strip().rstrip(".,").replace(" ", "") for m in _NUMBER.finditer(text)}
-    found |= {m.group(0) for m in _NAME.finditer(text)}
-    # Citation numbers and single digits used as ordinals are not claims.
-    return {s for s in found if len(s) > 1 or not s.isdigit()}
-
-
-def _unlatex(text: str) -> str:
-    """Abstracts write 44\\% and $2\\times$; answers write 44% and 2x."""
-    return text.replace("\\%", "%").replace("$", "").replace("\\times", "x")
-
-
-def _normalise(text: str) -> str:
-    return re.sub(r"\s+", "", _unlatex(text).lower().replace("\u2009", ""))
+# Kept for modules that still import the private names.
+_NAME = NAME
+NOT_FOUND = NOT_STATED
+_Stemmer = Stemmer
+_normalise = normalise
 
 
 @dataclass
@@ -109,7 +47,7 @@ class Attributor:
     def __init__(self, embedder: CachedEmbedder, threshold: float) -> None:
         self.embedder = embedder
         self.threshold = threshold
-        self.stem = _Stemmer()
+        self.stem = stemmer()
 
     def attribute(
         self, answer: str, hits: list[SearchHit], question: str = ""

@@ -88,25 +88,57 @@ def _print_hits(hits: list[SearchHit]) -> None:
         print(f"   “{h.snippet[:240]}”")
 
 
-def _print_answer(a: Answer) -> None:
-    print(a.text)
+def _print_answer(a: Answer, *, streamed: bool = False) -> None:
+    """An answer, once: the synthesis (unless it was already streamed), then
+    withdrawn sentences and the quoted evidence of each cited paper."""
     if a.declined:
+        if streamed:
+            print()
+        print(a.text)
         return
-    print("\nSources:")
+    if not streamed:
+        body = [s.text + " " + "".join(f"[{n}]" for n in s.citations)
+                for s in a.sentences if not s.withdrawn]
+        if body:
+            print(" ".join(body))
+    else:
+        print()
+    for s in a.sentences:
+        if s.withdrawn:
+            print(f"Withdrawn: “{s.text}” ({s.withdrawn_reason})")
+    print("\nEvidence:")
     for c in a.citations:
         p = c.paper
         prov = p.provenance[0] if p.provenance else None
-        where = f"{prov.path}#{prov.ordinal} (line {prov.line})" if prov else ""
-        print(f"[{c.number}] {p.display_title} — {where} support={c.score:.2f}")
+        where = f" — {prov.path}#{prov.ordinal} (line {prov.line})" if prov else ""
+        print(f"[{c.number}] {p.display_title}{where}")
         if p.authors:
-            print(f"    {', '.join(p.authors[:6])}")
+            print(f"    {', '.join(p.authors[:6])}{' et al.' if len(p.authors) > 6 else ''}")
         if p.url:
             print(f"    {p.url}")
-        print(f"    “{c.snippet[:240]}”")
+        for quote in c.quotes or [c.snippet]:
+            print(f"    “{quote}”")
+        print(f"    answers the question: {c.relevance_words} ({c.relevance:.2f}); "
+              f"quote matches the answer: {c.score:.2f}")
     t = a.timings
     ttft = f"{t.ttft_ms / 1000:.1f}s" if t.ttft_ms else "-"
     print(f"\n({a.model}; retrieval {t.retrieval_ms:.0f} ms, first token {ttft}, "
           f"total {t.total_ms / 1000:.1f}s)")
+
+
+def _history(path: str | None) -> list[dict]:
+    """Chat messages from a JSON file: [{"role", "content", "papers"?}, ...]."""
+    if not path:
+        return []
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise AqaError(f"--history {path}: not a readable JSON file ({e})") from e
+    if not isinstance(data, list) or not all(
+        isinstance(m, dict) and m.get("role") in ("user", "assistant") for m in data
+    ):
+        raise AqaError(f"--history {path}: expected a JSON list of {{role, content}} messages")
+    return data
 
 
 def _print_comparison(c: Comparison) -> None:
@@ -158,19 +190,28 @@ def cmd_search(args):
 def cmd_ask(args):
     _say("Loading models (embedding and language model)…")
     eng = _engine(args)
+    history = _history(args.history)
+    filters = _filters(args)
+    if filters and filters.paper_ids:  # ids, labels or titles, like compare
+        filters.paper_ids = [eng.get_paper(r).paper_id for r in filters.paper_ids]
     eng.warm()  # load models first, so the printed timings are the question's own
+    tty = sys.stdout.isatty()
     for q in _batch(args.batch, args.question):
         if args.json or args.batch:
-            _emit(eng.ask(q, k=args.k, filters=_filters(args)).to_dict())
+            _emit(eng.ask(q, history=history, k=args.k, filters=filters).to_dict())
             continue
-        answer = None
-        for ev in eng.ask_stream(q, k=args.k, filters=_filters(args)):
-            if ev.kind == "token":
-                print(ev.text, end="", flush=True, file=sys.stderr)
+        answer, streamed = None, False
+        for ev in eng.ask_stream(q, history=history, k=args.k, filters=filters):
+            if ev.kind == "evidence" and ev.answer and ev.answer.interpreted:
+                print(f"Interpreted as: {ev.answer.interpreted}")
+            elif ev.kind == "token" and tty:  # streamed once, on a terminal only
+                print(ev.text, end="", flush=True)
+                streamed = True
             elif ev.kind == "answer":
                 answer = ev.answer
-        print(file=sys.stderr)
-        _print_answer(answer)
+        if answer and answer.declined and answer.interpreted and not streamed:
+            print(f"Interpreted as: {answer.interpreted}")
+        _print_answer(answer, streamed=streamed)
 
 
 def cmd_compare(args):
@@ -225,17 +266,18 @@ def cmd_status(args):
 
 
 def cmd_serve(args):
-    from ui.app import serve
+    from ui.app import check_port, serve
 
     settings = _settings(args)
     over = {k: v for k, v in (("host", args.host), ("port", args.port)) if v}
     settings = settings.model_copy(update=over)
+    check_port(settings.host, settings.port)  # a port in use: one line, before any loading
     from rag.engine import Engine
 
     eng = Engine(settings)
     if args.ingest:  # serve() itself indexes the corpus when the index is empty
         eng.ingest(progress=True)
-    serve(settings, engine=eng)
+    return serve(settings, engine=eng)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -269,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("ask", parents=[common, filt], help="a cited answer")
     s.add_argument("question", nargs="?")
+    s.add_argument("--history", help="JSON file of earlier messages, for follow-up questions")
     s.set_defaults(fn=cmd_ask)
 
     s = sub.add_parser("compare", parents=[common], help="compare 2-4 papers side by side")

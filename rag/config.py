@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     embed_provider: Literal["minilm", "wordllama", "openai"] = "minilm"
     embed_model: str = "text-embedding-3-small"  # only for embed_provider=openai
     embed_batch_size: int = 32
+    embed_backend: Literal["onnx", "torch"] = "torch"  # minilm: sentence-transformers or ONNX Runtime
+    embed_precision: Literal["fp32", "int8"] = "fp32"  # onnx only; int8 vectors need a re-ingest
+    embed_workers: int = 2  # ONNX sessions side by side (each gets embed threads / workers)
 
     # --- retrieval ---
     top_k: int = 5
@@ -50,8 +53,16 @@ class Settings(BaseSettings):
     bm25_weight: float = 0.5
     relevance_floor: float = 0.25
     passages_per_paper: int = 2
-    context_sentences: int = 6
-    sentences_per_paper: int = 3
+
+    # --- evidence (see rag/evidence.py and rag/rules.py) ---
+    evidence_papers: int = 4
+    evidence_sentences: int = 9
+    evidence_per_paper: int = 3
+    pinned_sentences: int = 12
+    evidence_max_chosen: int = 4
+    evidence_floor: float = 0.3
+    evidence_spread: float = 0.25
+    detail_floor: float = 0.5
 
     # --- LLM ---
     llm_provider: Literal["auto", "local", "openai"] = "auto"
@@ -71,10 +82,11 @@ class Settings(BaseSettings):
     openai_model: str = "gpt-4o-mini"
     llm_timeout: float = 60.0
     llm_retries: int = 2
+    max_question_chars: int = 2000  # longer questions are cut to this, with a note
 
     # --- answer checking ---
     support_threshold: float = 0.45
-    min_supported_share: float = 0.5
+    synthesis_max_tokens: int = 160
 
     # --- UI ---
     host: str = "127.0.0.1"
@@ -82,14 +94,25 @@ class Settings(BaseSettings):
     auth_user: str | None = None
     auth_password: str | None = None
     ui_timeout: float = 300.0  # seconds one chat answer or comparison may take in the UI
-    ui_concurrency: int = 1  # answers/comparisons run at once (raise for a remote LLM)
+    ui_concurrency: int | None = None  # answers/comparisons at once; None: 1 local, else below
+    server_llm_concurrency: int = 8  # default of ui_concurrency for an OpenAI-compatible server
+    ui_workers: int = 8  # search, paper browsing and other non-LLM requests at once
     ui_queue_size: int = 32  # requests waiting in the queue before new ones are refused
+    ui_min_score: float = 0.35  # explorer: search matches scoring below are not listed
+    ui_search_limit: int = 30  # explorer: papers a search returns before the cut-off
 
     @property
     def resolved_llm_provider(self) -> str:
         if self.llm_provider != "auto":
             return self.llm_provider
         return "openai" if (self.openai_api_key or self.openai_base_url) else "local"
+
+    @property
+    def llm_concurrency(self) -> int:
+        """Answers/comparisons the UI runs at once: 1 for the in-process model."""
+        if self.ui_concurrency:
+            return max(1, self.ui_concurrency)
+        return 1 if self.resolved_llm_provider == "local" else max(1, self.server_llm_concurrency)
 
 
 @lru_cache(maxsize=1)

@@ -14,7 +14,7 @@ from pathlib import Path
 from rag import topics
 from rag.answer import Answerer
 from rag.attribution import Attributor
-from rag.checks import name_markers
+from rag.text import name_markers
 from rag.compare import extract_cells, synthesis_notes, synthesize
 from rag.config import Settings, get_settings
 from rag.corpus import provenance_id
@@ -67,17 +67,19 @@ class Engine:
         self._llm = llm
         self._embed_model = embed_model
         self._embedder: CachedEmbedder | None = None
-        self._lock = threading.Lock()
+        # Separate locks: loading the 1 GB LLM never blocks the first search.
+        self._embed_lock = threading.Lock()
+        self._llm_lock = threading.Lock()
         # A model passed in (tests, benchmarks) is recorded under its own name.
         self.embed_name = embed_model.model_name if embed_model else embed_model_name(self.settings)
         self.index = VectorIndex(self.settings, self._get_embedder)
         self.retriever = HybridRetriever(self.settings, self.index, _LazyEmbedder(self))
         self.attributor = Attributor(_LazyEmbedder(self), self.settings.support_threshold)
-        self.answerer = Answerer(self.settings, self.retriever, self._get_llm, self.attributor)
+        self.answerer = Answerer(self.settings, self.retriever, self._get_llm, _LazyEmbedder(self))
 
     # --- lazy parts ---
     def _get_embedder(self) -> CachedEmbedder:
-        with self._lock:
+        with self._embed_lock:
             if self._embedder is None:
                 model = self._embed_model or make_embed_model(self.settings)
                 cache = EmbeddingCache(self.settings.data_dir / "embed_cache.sqlite")
@@ -85,7 +87,7 @@ class Engine:
             return self._embedder
 
     def _get_llm(self) -> LLM:
-        with self._lock:
+        with self._llm_lock:
             if self._llm is None:
                 self._llm = make_llm(self.settings)
             return self._llm
@@ -216,6 +218,11 @@ class Engine:
         validated text, citations and timings."""
         if not question or not question.strip():
             raise AqaError("Ask a question first.")
+        limit = self.settings.max_question_chars  # a 200 kB question must not overflow the LLM
+        if limit and len(question.strip()) > limit:
+            n, question = len(question.strip()), question.strip()[:limit]
+            yield StreamEvent("status", f"Note: your question is {n:,} characters long; only "
+                              f"its first {limit:,} are used (AQA_MAX_QUESTION_CHARS).")
         self._ready()
         yield from self.answerer.stream(question.strip(), history=history, k=k, filters=filters)
 
@@ -257,7 +264,7 @@ class Engine:
                 if timings.ttft_ms is None:
                     timings.ttft_ms = round((time.perf_counter() - t0) * 1000, 1)
                 raw.append(piece)
-            raw_text = name_markers("".join(raw), hits)
+            raw_text = name_markers("".join(raw), [h.paper.title for h in hits])
             synthesis, sentences = synthesize(selected, cells, raw_text,
                                               self.attributor.attribute, hits)
             model = llm.name

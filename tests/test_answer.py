@@ -1,160 +1,216 @@
-"""Citation validation, sentence attribution and the decline paths, with a
-fake LLM (fast) over the bundled corpus indexed with fake embeddings."""
+"""The evidence-first answer pipeline and each named decision rule, with a
+scripted fake model (fast) over the bundled corpus indexed with fake
+embeddings. The real-model behaviour is in test_answer_real.py."""
 
 from __future__ import annotations
 
-from rag.attribution import split_sentences, strip_markers
-from rag.llm import FakeLLM
+import json
+import re
+
+from rag.conversation import resolve
+from rag.rules import asks_value, claim_not_in_evidence, says_not_stated
+from rag.text import name_markers, short_title, split_sentences, strip_markers
+
+
+class ScriptedLLM:
+    """Chooses evidence with ``choose(sentences) -> ids`` (sentences: {id: text})
+    and writes ``synthesis`` (a str, or a function of those sentences)."""
+
+    name = "scripted"
+
+    def __init__(self, choose, synthesis="") -> None:
+        self.choose, self.synthesis = choose, synthesis
+        self.calls: list[dict] = []
+
+    def stream_chat(self, messages, *, max_tokens, temperature, json_schema=None):
+        self.calls.append({"messages": messages, "json_schema": json_schema})
+        sents = {int(m.group(1)): m.group(2)
+                 for m in re.finditer(r"^\[(\d+)\] (.*)$", messages[1]["content"], re.M)}
+        if json_schema is not None:
+            text = json.dumps({"ids": self.choose(sents)})
+        else:
+            text = self.synthesis(sents) if callable(self.synthesis) else self.synthesis
+        for i in range(0, len(text), 7):
+            yield text[i : i + 7]
+
+
+def pick(word: str):
+    """Choose every offered sentence containing ``word``."""
+    return lambda sents: [i for i, t in sents.items() if word.lower() in t.lower()]
+
+
+def ids_of(word: str, sents: dict[int, str]) -> str:
+    return "".join(f"[{i}]" for i, t in sents.items() if word.lower() in t.lower())
+
 
 SHIELD_Q = "What does ShieldAgent achieve on ShieldAgent-Bench?"
 
 
-def _shield_hit_number(eng, question=SHIELD_Q) -> int:
-    hits = eng.search(question, k=5)
-    return next(i for i, h in enumerate(hits, 1) if h.paper.title == "ShieldAgent")
+def by_name(eng) -> dict[str, str]:
+    """Paper ids by short name (the title before a colon, or a derived label)."""
+    return {short_title(p.title): p.paper_id for p in eng.papers()}
 
 
-def test_split_and_strip_markers():
+def rules_fired(a) -> set[str]:
+    return {r.name for r in a.rules if r.fired}
+
+
+def test_text_helpers_split_and_strip():
     s = split_sentences("ShieldAgent is a guardrail [1]. It improves recall by 11.3% [1, 2].")
     assert len(s) == 2
-    text, nums = strip_markers(s[1])
-    assert nums == [1, 2] and text == "It improves recall by 11.3%."
+    assert strip_markers(s[1]) == ("It improves recall by 11.3%.", [1, 2])
+    assert name_markers("According to [1], rules come from policies.", ["ShieldAgent"]) \
+        .startswith("According to ShieldAgent [1],")
 
 
-def test_supported_answer_is_cited_and_renumbered(fake_engine):
-    eng = fake_engine()
-    n = _shield_hit_number(eng)
-    # The model cites a real hit with the wrong number and one that points nowhere.
-    reply = (
-        f"ShieldAgent outperforms prior methods by 11.3% on average with a recall of 90.1% [{n}][42]."
-    )
-    eng._llm = FakeLLM(reply)
+def test_supported_answer_is_quote_first(fake_engine):
+    llm = ScriptedLLM(pick("11.3%"), lambda s: f"ShieldAgent outperforms prior methods by 11.3% {ids_of('11.3%', s)}.")
+    eng = fake_engine(llm=llm)
     a = eng.ask(SHIELD_Q)
-    assert not a.declined, a.decline_reason
-    assert [c.number for c in a.citations] == [1]
-    assert a.citations[0].paper.title == "ShieldAgent"
-    assert "[42]" not in a.text and a.text.endswith("[1]")
-    s = a.sentences[0]
-    assert s.supported and s.support >= 0.45 and "11.3%" in s.evidence
+    assert not a.declined, a.text
+    assert [short_title(c.paper.title) for c in a.citations] == ["ShieldAgent"]
+    quote = a.citations[0].quotes[0]
+    assert "11.3%" in quote and quote in a.citations[0].paper.abstract
+    assert f"“{quote}”" in a.text  # the verbatim evidence is part of the answer
+    assert a.sentences[0].citations == [1] and not a.sentences[0].withdrawn
+    # Evidence choice and synthesis share the prompt prefix (one read of the excerpts).
+    first, second = llm.calls
+    assert first["json_schema"] and second["messages"][:2] == first["messages"]
 
 
-def test_marker_on_wrong_paper_is_reattributed(fake_engine):
-    eng = fake_engine()
-    n = _shield_hit_number(eng)
-    wrong = 1 if n != 1 else 2
-    eng._llm = FakeLLM(
-        f"ShieldAgent outperforms prior methods by 11.3% on average with a high recall of 90.1% [{wrong}]."
-    )
-    a = eng.ask(SHIELD_Q)
-    assert not a.declined
-    assert a.citations[0].paper.title == "ShieldAgent"
+def test_evidence_event_comes_before_any_token(fake_engine):
+    eng = fake_engine(llm=ScriptedLLM(pick("11.3%"), "ShieldAgent improves results."))
+    kinds = [ev.kind for ev in eng.ask_stream(SHIELD_Q)]
+    assert kinds.index("evidence") < kinds.index("token") < kinds.index("answer")
+    assert kinds[-1] == "answer"
 
 
-def test_hallucinated_number_is_declined(fake_engine):
-    eng = fake_engine()
-    eng._llm = FakeLLM("ShieldAgent uses a privacy budget of epsilon 3.7 and 512 GPUs [1].")
-    a = eng.ask("What privacy budget does ShieldAgent use?")
-    assert a.declined
-    assert a.sentences and not a.sentences[0].supported
-    assert "nearest papers" in a.text and "ShieldAgent" in a.text
+def test_rule_no_evidence_declines_with_the_closest_sentence(fake_engine):
+    eng = fake_engine(llm=ScriptedLLM(lambda s: []))
+    a = eng.ask("Which base model does ShieldAgent use to verify safety policies of agents?")
+    assert a.declined and "no_evidence" in rules_fired(a)
+    # The question names the paper: its abstract lacks the detail (second kind).
+    assert a.decline_kind == "missing_detail"
+    assert a.text.startswith("The abstract of ShieldAgent does not state this.")
+    quoted = re.search(r"“(.+)”", a.text).group(1)
+    assert quoted in a.retrieved[0].paper.abstract or any(quoted in h.paper.abstract for h in a.retrieved)
 
 
-def test_model_not_found_reply_is_declined(fake_engine):
-    eng = fake_engine()
-    eng._llm = FakeLLM("NOT FOUND")
-    a = eng.ask("What learning rate does ShieldAgent use?")
-    assert a.declined and a.citations == []
-    assert a.retrieved and a.nearest
-
-
-def test_partial_support_flags_the_unsupported_sentence(fake_engine):
-    eng = fake_engine()
-    eng._llm = FakeLLM(
-        "ShieldAgent outperforms prior methods by 11.3% on average with a high recall of 90.1% [1]. "
-        "ShieldAgent-Bench contains 3K safety-related pairs of agent instructions [1]. "
-        "It was trained on 4096 TPUs by Google DeepMind [1]."
-    )
-    a = eng.ask(SHIELD_Q)
-    assert not a.declined
-    flags = [s.supported for s in a.sentences]
-    assert flags == [True, True, False]
-    assert "(unsupported)" in a.text
-
-
-def test_relevance_floor_declines_without_calling_llm(fake_engine):
-    llm = FakeLLM("should not be called")
+def test_rule_off_topic_declines_without_the_model(fake_engine):
+    llm = ScriptedLLM(lambda s: [1])
     eng = fake_engine(llm=llm, relevance_floor=0.99)
     a = eng.ask("zebra migration patterns in the Serengeti")
-    assert a.declined and llm.calls == []
+    assert a.declined and a.decline_kind == "absent" and llm.calls == []
+    assert "off_topic" in rules_fired(a)
+    assert "nearest papers" in a.text and "off_topic" not in a.text  # no jargon on screen
 
 
-def test_follow_up_is_condensed_with_history(fake_engine):
-    seen = []
-
-    def reply(messages):
-        seen.append(messages[-1]["content"])
-        if "Rewritten question" in messages[-1]["content"]:
-            return "What benchmark does ShieldAgent introduce?"
-        return "NOT FOUND"
-
-    eng = fake_engine(llm=FakeLLM(fn=reply))
-    history = [
-        {"role": "user", "content": "What is ShieldAgent?"},
-        {"role": "assistant", "content": "A guardrail agent for LLM agents [1]."},
-    ]
-    a = eng.ask("What benchmark does it introduce?", history=history)
-    assert a.standalone_question == "What benchmark does ShieldAgent introduce?"
-    assert "ShieldAgent" in seen[0]  # the history reached the condense prompt
-    assert any(h.paper.title == "ShieldAgent" for h in a.retrieved)
-
-
-def test_stream_yields_tokens_then_answer(fake_engine):
-    eng = fake_engine(llm=FakeLLM("ShieldAgent achieves a high recall of 90.1% [1]."))
-    kinds = [ev.kind for ev in eng.ask_stream(SHIELD_Q)]
-    assert "token" in kinds and kinds[-1] == "answer"
-    assert kinds.index("token") < kinds.index("answer")
-
-
-def test_bare_marker_answer_names_and_quotes_the_top_paper(fake_engine):
-    eng = fake_engine(llm=FakeLLM("[3]"))
-    a = eng.ask("Which paper proposes a guardrail agent for safety policy compliance of agents?")
-    assert not a.declined
-    top = a.retrieved[0].paper
-    assert a.citations[0].paper.paper_id == top.paper_id
-    quote = a.sentences[0].text.split(": ", 1)[1]
-    assert a.sentences[0].text.startswith(top.title) and quote in top.abstract
-
-
-def test_marker_used_as_noun_becomes_the_title(fake_engine):
-    from rag.checks import name_markers
-
-    eng = fake_engine()
-    hits = eng.search("guardrail agent safety policy", k=3)
-    out = name_markers("According to [1], rules come from policy documents.", hits)
-    assert out.startswith(f"According to {hits[0].paper.title} [1],")
-    assert name_markers("MELON [1] uses masks.", hits) == "MELON [1] uses masks."
-
-
-def test_restating_the_question_is_declined(fake_engine):
-    eng = fake_engine(llm=FakeLLM("The base LLM is fine-tuned with ReVISE in the experiments. [1]"))
-    a = eng.ask("Which base LLM is fine-tuned with ReVISE in the experiments?")
-    assert a.declined and "restates" in a.decline_reason
-
-
-def test_quantity_question_needs_a_stated_value(fake_engine):
-    eng = fake_engine(llm=FakeLLM(  # supported, verbatim, but states no count
-        "ShieldAgent first constructs a safety policy model by extracting verifiable rules from "
-        "policy documents and structuring them into a set of action-based probabilistic rule "
-        "circuits [1]."))
-    a = eng.ask("How many verifiable rules does ShieldAgent extract from policy documents?")
-    assert a.declined and "value" in a.decline_reason
-    eng._llm = FakeLLM("ShieldAgent outperforms prior methods by 11.3% on average [1].")
-    b = eng.ask("How much does ShieldAgent outperform prior methods on average?")
-    assert not b.declined and "11.3%" in b.text
-
-
-def test_unknown_technical_name_is_declined_before_the_llm(fake_engine):
-    llm = FakeLLM("should not be called")
+def test_rule_unknown_name_declines_without_the_model(fake_engine):
+    llm = ScriptedLLM(lambda s: [1])
     eng = fake_engine(llm=llm)
     a = eng.ask("What pass@1 on HumanEval does the collection's code model reach?")
-    assert a.declined and "HumanEval" in a.decline_reason and llm.calls == []
+    assert a.declined and "unknown_name" in rules_fired(a) and llm.calls == []
+    assert a.decline_kind == "absent"
+
+
+def test_rule_value_not_stated(fake_engine):
+    # The model picks a sentence about the rules, which states no count.
+    eng = fake_engine(llm=ScriptedLLM(pick("verifiable rules"), "ShieldAgent extracts rules."))
+    a = eng.ask("How many verifiable rules does ShieldAgent extract from policy documents?")
+    assert a.declined and "value_not_stated" in rules_fired(a)
+    assert a.decline_kind == "missing_detail"
+    eng2 = fake_engine(llm=ScriptedLLM(pick("11.3%"), "It outperforms by 11.3%."))
+    b = eng2.ask("How much does ShieldAgent outperform prior methods on average?")
+    assert not b.declined and "value_not_stated" not in rules_fired(b)
+    assert asks_value("By how much does X improve?") and not asks_value("What does X propose?")
+
+
+def test_rule_named_paper_missing(fake_engine):
+    # Evidence from some other paper does not answer a question about ShieldAgent.
+    def other(sents):
+        return [i for i, t in sents.items() if "ShieldAgent" not in t and "guardrail" not in t.lower()][:1]
+
+    eng = fake_engine(llm=ScriptedLLM(other, "Something else."), evidence_floor=0.0)
+    a = eng.ask("What does ShieldAgent construct from policy documents?")
+    assert a.declined and "named_paper_missing" in rules_fired(a)
+
+
+def test_rule_off_question_evidence(fake_engine):
+    eng = fake_engine(llm=ScriptedLLM(lambda s: [1], "x"), evidence_floor=0.99)
+    a = eng.ask("Which papers study prompt injection attacks on agents?")
+    assert a.declined and "off_question_evidence" in rules_fired(a)
+
+
+def test_rule_claim_not_in_evidence_withdraws_visibly(fake_engine):
+    synth = lambda s: (  # noqa: E731
+        f"ShieldAgent outperforms prior methods by 11.3% {ids_of('11.3%', s)}. "
+        f"It was trained on 4096 TPUs by DeepMind {ids_of('11.3%', s)}.")
+    eng = fake_engine(llm=ScriptedLLM(pick("11.3%"), synth))
+    streamed = ""
+    for ev in eng.ask_stream(SHIELD_Q):
+        if ev.kind == "token":
+            streamed += ev.text
+        elif ev.kind == "answer":
+            a = ev.answer
+    assert not a.declined
+    flags = [(s.withdrawn, s.withdrawn_reason) for s in a.sentences]
+    assert flags[0] == (False, None)
+    assert flags[1][0] and "4096" in flags[1][1]
+    # Streamed text is kept in the record (marked), never silently replaced.
+    assert "4096 TPUs" in streamed and "4096 TPUs" in a.sentences[1].text
+    assert "4096" not in a.text  # but it is not presented as part of the answer
+    assert claim_not_in_evidence("It uses 8 GPUs [1].", ["It uses 8 GPUs."], "q").fired is False
+
+
+def test_rule_says_not_stated_turns_into_a_missing_detail_decline(fake_engine):
+    eng = fake_engine(llm=ScriptedLLM(pick("ShieldAgent"), "The abstract does not mention the learning rate."),
+                      evidence_floor=0.0)
+    a = eng.ask("What learning rate does ShieldAgent use?")
+    assert a.declined and a.decline_kind == "missing_detail"
+    assert "says_not_stated" in rules_fired(a)
+    assert a.sentences and all(s.withdrawn for s in a.sentences)
+    assert says_not_stated(["MELON uses masks."]).fired is False
+
+
+def test_pinned_paper_skips_the_relevance_floor(fake_engine):
+    from rag.types import Filters
+
+    eng = fake_engine(llm=ScriptedLLM(lambda s: [1, 2], lambda s: "It proposes a guardrail [1]."),
+                      relevance_floor=0.99)
+    pid = by_name(eng)["ShieldAgent"]
+    a = eng.ask("Summarize this paper", filters=Filters(paper_ids=[pid]))
+    assert not a.declined, a.text
+    assert a.pinned == [pid] and {c.paper.paper_id for c in a.citations} == {pid}
+    assert "off_topic" not in {r.name for r in a.rules}
+
+
+def test_follow_up_resolves_the_second_paper(fake_engine):
+    eng = fake_engine(llm=ScriptedLLM(lambda s: [1], lambda s: "It is evaluated [1]."))
+    papers = by_name(eng)
+    history = [
+        {"role": "user", "content": "Which papers defend agents against prompt injection?"},
+        {"role": "assistant", "content": "ShieldAgent [1] and MELON [2] do.",
+         "papers": [papers["ShieldAgent"], papers["MELON"]]},
+    ]
+    a = eng.ask("How is the second one evaluated?", history=history)
+    assert a.standalone_question == "How is MELON evaluated?"
+    assert a.pinned == [papers["MELON"]]
+    assert a.interpreted == "How is MELON evaluated?"
+
+
+def test_conversation_resolution_rules(fake_engine):
+    eng = fake_engine()
+    papers = eng.retriever.snapshot().papers
+    by = by_name(eng)
+    h = [{"role": "assistant", "content": "x", "papers": [by["ShieldAgent"], by["MELON"]]}]
+    r = resolve("How do both handle tool outputs?", h, papers)
+    assert r.pinned == [by["ShieldAgent"], by["MELON"]] and "ShieldAgent and MELON" in r.question
+    r = resolve("How does it compare to AdvAgent?", h, papers)
+    assert r.include == [by["ShieldAgent"]] and not r.pinned  # searched beyond it
+    assert r.question == "How does ShieldAgent compare to AdvAgent?"
+    r = resolve("What are its limitations?", h, papers)
+    assert r.question == "What are ShieldAgent's limitations?" and r.pinned == [by["ShieldAgent"]]
+    # Titles in the text are recognised when the message carries no paper list.
+    r = resolve("What about the latter?", [{"role": "assistant", "content": "MELON beats ShieldAgent."}], papers)
+    assert r.pinned == [by["ShieldAgent"]]
+    assert resolve("What is diffusion?", h, papers).pinned == []

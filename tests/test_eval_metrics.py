@@ -196,8 +196,8 @@ def test_score_question_answerable():
     m = out["metrics"]
     assert out["relevance"] == [None, 0]
     assert m["hit@1"] == 0.0 and m["hit@k"] == 1.0 and m["mrr"] == 0.5
-    assert m["citation_precision"] == 1.0  # [2] is not gold but supports its sentence
-    assert m["citation_gold_precision"] == 0.5
+    assert m["citation_precision"] == 0.5  # only gold papers count
+    assert m["citation_supported_share"] == 1.0  # [2] is not gold but supports its sentence
     assert m["citation_recall"] == 1.0
     assert m["must_include_recall"] == 0.5
     assert m["support_rate"] == pytest.approx(2 / 3)

@@ -1,0 +1,151 @@
+"""Follow-up questions: resolve references ("it", "the second one", "both",
+"how does it compare to X") against the papers cited earlier in the
+conversation, deterministically, and say how the question was interpreted.
+
+History is a list of chat messages ``{"role", "content"}``; an assistant
+message may carry ``"papers"``: the ids of the papers its answer cited, in
+citation order (the UI and ``aqa ask --history`` pass them). Without that
+list, papers are recognised by their titles in the assistant's text.
+
+No LLM is involved: a rewrite by a 1.5B model was measured to lose names,
+and a reference that cannot be resolved is better left visible than guessed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from rag.text import NAME, WORD, short_title
+from rag.types import Paper, RuleFiring
+
+History = Sequence[Mapping]
+
+_ORDINALS = {"first": 0, "second": 1, "third": 2, "fourth": 3, "fifth": 4,
+             "1st": 0, "2nd": 1, "3rd": 2, "4th": 3, "former": 0}
+_NOUN = r"(?:one|paper|work|method|approach|model|study|system|framework|article)"
+ORDINAL_REF = re.compile(
+    rf"\b(?:the\s+)?(first|second|third|fourth|fifth|1st|2nd|3rd|4th|last|former|latter)"
+    rf"(?:\s+{_NOUN})?(?![\w-])(?!\s+(?:step|stage|time|half|part|phase|layer|order|author))",
+    re.IGNORECASE,
+)
+PLURAL_REF = re.compile(
+    rf"\b(?:both(?:\s+(?:of\s+them|{_NOUN}s?))?|each\s+of\s+them|either\s+of\s+them|"
+    rf"(?:these|those|the)\s+(?:two|three|four)(?:\s+{_NOUN}s)?|(?:these|those)\s+{_NOUN}s|"
+    r"them|they|their)\b",
+    re.IGNORECASE,
+)
+SINGULAR_REF = re.compile(
+    rf"\b(?:(?:this|that|the\s+same)\s+{_NOUN}|the\s+(?:paper|method|approach|work|model)|"
+    r"its|it)\b",
+    re.IGNORECASE,
+)
+COMPARE = re.compile(r"\b(?:compare[sd]?|comparison|differ\w*|versus|vs\.?|than|relate)\b",
+                     re.IGNORECASE)
+# "What about its limitations?" / "And the datasets?": elliptical follow-ups.
+ELLIPSIS = re.compile(r"^\s*(?:and|what about|how about|also)\b", re.IGNORECASE)
+
+
+@dataclass
+class Resolution:
+    """A question as interpreted against the conversation."""
+
+    question: str  # the interpreted question (unchanged when nothing resolved)
+    pinned: list[str] = field(default_factory=list)  # answer only from these papers
+    include: list[str] = field(default_factory=list)  # retrieve these besides the search
+    rule: RuleFiring | None = None
+
+    @property
+    def papers(self) -> list[str]:
+        return self.pinned or self.include
+
+
+def cited_papers(history: History, papers: Mapping[str, Paper]) -> list[str]:
+    """Ids of the papers the last assistant turn cited, in citation order."""
+    for msg in reversed(list(history)):
+        if msg.get("role") != "assistant":
+            continue
+        ids = [p for p in (msg.get("papers") or []) if p in papers]
+        if ids:
+            return list(dict.fromkeys(ids))
+        return _titles_in(str(msg.get("content") or ""), papers)
+    return []
+
+
+def _titles_in(text: str, papers: Mapping[str, Paper]) -> list[str]:
+    """Papers whose (short) title appears in a text, in order of appearance."""
+    found: list[tuple[int, str]] = []
+    for pid, p in papers.items():
+        name = short_title(p.title)
+        if len(name) < 3:
+            continue
+        m = re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text)
+        if m:
+            found.append((m.start(), pid))
+    return [pid for _, pid in sorted(found)]
+
+
+def _name(p: Paper) -> str:
+    return short_title(p.title)
+
+
+def _join(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def resolve(question: str, history: History, papers: Mapping[str, Paper]) -> Resolution:
+    """Replace references to earlier papers with their names, and say which
+    papers the question is about.
+
+    A question that, once resolved, still asks about something else ("how does
+    it compare to ShieldAgent?") keeps the referenced papers as must-include
+    results of a normal search; otherwise the question is pinned to them."""
+    prior = cited_papers(history, papers) if history else []
+    if not prior:
+        return Resolution(question)
+
+    def pick(m: re.Match) -> list[str]:
+        word = m.group(1).lower()
+        if word in ("last", "latter"):
+            return [prior[-1]]
+        i = _ORDINALS.get(word, 0)
+        return [prior[i]] if i < len(prior) else []
+
+    chosen: list[str] = []
+    text = question
+    how = ""
+    m = ORDINAL_REF.search(text)
+    if m and (ids := pick(m)):
+        chosen, how = ids, f"ordinal '{m.group(0)}'"
+        text = text[: m.start()] + _name(papers[ids[0]]) + text[m.end():]
+    elif (m := PLURAL_REF.search(text)) and len(prior) > 1:
+        chosen, how = prior[:4], f"plural '{m.group(0)}'"
+        names = [_name(papers[p]) for p in chosen]
+        word = m.group(0).lower()
+        repl = _join(names) + ("'s" if word == "their" else "")
+        text = text[: m.start()] + repl + text[m.end():]
+    elif m := SINGULAR_REF.search(text):
+        chosen, how = prior[:1], f"reference '{m.group(0)}'"
+        name = _name(papers[chosen[0]])
+        repl = name + "'s" if m.group(0).lower() == "its" else name
+        text = text[: m.start()] + repl + text[m.end():]
+    elif ELLIPSIS.search(text) or len(WORD.findall(text)) <= 2:
+        chosen, how = prior[:4], "elliptical follow-up"
+        text = f"{text.rstrip(' ?')} ({_join([_name(papers[p]) for p in chosen])})?"
+    if not chosen:
+        return Resolution(question, rule=RuleFiring(
+            "follow_up_reference", False, "no reference to earlier papers"))
+    # Anything else named, or a comparison, needs a search beyond the chosen papers.
+    rest = text
+    for p in chosen:
+        rest = rest.replace(_name(papers[p]), " ")
+    others = [n for n in NAME.findall(rest) if len(n) > 2]
+    open_ended = bool(others) or bool(COMPARE.search(question))
+    rule = RuleFiring("follow_up_reference", True,
+                      f"{how} -> {', '.join(_name(papers[p]) for p in chosen)}"
+                      + ("; searched beyond them" if open_ended else "; pinned"))
+    text = text[:1].upper() + text[1:]
+    if open_ended:
+        return Resolution(text, include=chosen, rule=rule)
+    return Resolution(text, pinned=chosen, rule=rule)

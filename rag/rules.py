@@ -1,0 +1,116 @@
+"""The named decision rules that decide, in code, whether an answer stands.
+
+Each rule has a name, a one-line docstring, its thresholds in ``Settings``,
+and returns a ``RuleFiring`` that goes into the answer's JSON trace. Rules
+are general (about the shape of evidence and questions), never about
+particular questions or papers; each stays only if it helps on questions
+it was not written from (see README, "Decision rules").
+
+Gates before the model:  off_topic, unknown_name.
+Evidence decisions:      no_evidence, off_question_evidence, value_not_stated,
+                         named_paper_missing.
+After the synthesis:     claim_not_in_evidence, says_not_stated.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from rag.config import Settings
+from rag.evidence import Candidate
+from rag.text import NAME, NOT_STATED, has_value, normalise, specifics, strip_markers, unlatex
+from rag.types import RuleFiring, SearchHit
+
+# "how many…", "by how much…", "what is the accuracy/number/size…" ask for a value.
+_VALUE_Q = re.compile(
+    r"\bhow (?:many|much|long|large|big|fast|often|far)\b|"
+    r"\bwhat (?:is |was |are |were )?(?:the )?(?:\w+ )?(?:number|percentage|rate|ratio|size|"
+    r"accuracy|score|value|amount|count|speed-?up|improvement|reduction|gain|error|budget|"
+    r"cost|fraction|proportion)\b",
+    re.IGNORECASE,
+)
+
+
+def off_topic(top_dense: float, s: Settings) -> RuleFiring:
+    """No retrieved passage is semantically close to the question."""
+    fired = top_dense < s.relevance_floor
+    return RuleFiring("off_topic", fired, f"best passage cosine {top_dense:.2f} vs floor {s.relevance_floor}")
+
+
+def unknown_name(names: Sequence[str]) -> RuleFiring:
+    """The question names a technical term (NeRF, HumanEval) that no abstract contains."""
+    return RuleFiring("unknown_name", bool(names), ", ".join(names) or "every name is indexed")
+
+
+def no_evidence(chosen: Sequence[int]) -> RuleFiring:
+    """The model chose no sentence as answering the question."""
+    return RuleFiring("no_evidence", not chosen, f"model chose {list(chosen)}")
+
+
+def off_question_evidence(chosen: list[Candidate], s: Settings) -> tuple[list[Candidate], RuleFiring]:
+    """Drops chosen sentences far less related to the question than the best
+    one; fires (declines) when even the best is below the evidence floor."""
+    if not chosen:
+        return chosen, RuleFiring("off_question_evidence", False, "nothing chosen")
+    best = max(c.relevance for c in chosen)
+    if best < s.evidence_floor:
+        return [], RuleFiring("off_question_evidence", True,
+                              f"best chosen sentence cosine {best:.2f} < {s.evidence_floor}")
+    keep = [c for c in chosen if c.relevance >= best - s.evidence_spread]
+    dropped = len(chosen) - len(keep)
+    return keep, RuleFiring("off_question_evidence", False,
+                            f"best {best:.2f}; dropped {dropped} far below it")
+
+
+def asks_value(question: str) -> bool:
+    return bool(_VALUE_Q.search(question))
+
+
+def value_not_stated(question: str, chosen: list[Candidate]) -> RuleFiring:
+    """A question asking for a value (how many, what accuracy) whose chosen
+    evidence states no number beyond those in the question."""
+    if not asks_value(question):
+        return RuleFiring("value_not_stated", False, "question asks for no value")
+    asked = {normalise(x) for x in specifics(question)}
+    for c in chosen:
+        vals = {normalise(x) for x in specifics(unlatex(c.text)) if any(ch.isdigit() for ch in x)}
+        if vals - asked or (has_value(c.text) and not vals):
+            return RuleFiring("value_not_stated", False, f"sentence [{c.id}] states a value")
+    return RuleFiring("value_not_stated", True, "no chosen sentence states a new value")
+
+
+def named_papers(question: str, hits: list[SearchHit]) -> dict[str, list[int]]:
+    """Names in the question (MELON, ShieldAgent) that are the title, or the
+    title's name before a colon, of one or two retrieved papers: the question
+    is about those papers. name -> hit indices."""
+    out: dict[str, list[int]] = {}
+    for name in {m.group(0) for m in NAME.finditer(question)}:
+        pat = re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])")
+        idx = [i for i, h in enumerate(hits) if pat.search(h.paper.title.split(":", 1)[0])]
+        if 1 <= len(idx) <= 2:
+            out[name] = idx
+    return out
+
+
+def named_paper_missing(named: dict[str, list[int]], chosen: list[Candidate]) -> RuleFiring:
+    """The question names a paper, and none of the chosen evidence comes from it."""
+    used = {c.hit for c in chosen}
+    missing = [n for n, idx in named.items() if not used & set(idx)]
+    return RuleFiring("named_paper_missing", bool(missing),
+                      f"no evidence from {', '.join(missing)}" if missing else "named papers covered")
+
+
+def claim_not_in_evidence(sentence: str, evidence: Sequence[str], question: str) -> RuleFiring:
+    """A synthesis sentence asserts a number or name its cited evidence does not contain."""
+    known = normalise(" ".join(evidence) + " " + question)
+    text, _ = strip_markers(sentence)
+    missing = sorted(x for x in specifics(text) if normalise(x) not in known)
+    return RuleFiring("claim_not_in_evidence", bool(missing),
+                      f"not in its evidence: {', '.join(missing)}" if missing else "ok")
+
+
+def says_not_stated(sentences: Sequence[str]) -> RuleFiring:
+    """Every synthesis sentence says the evidence does not state the answer."""
+    fired = bool(sentences) and all(NOT_STATED.search(s) for s in sentences)
+    return RuleFiring("says_not_stated", fired, "the model's text says it is not stated" if fired else "ok")

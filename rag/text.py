@@ -1,0 +1,159 @@
+"""Text helpers shared by the answer layer: sentence splitting, ``[n]``
+citation markers, stop-words and stemmed content terms, the specifics
+(numbers, names) a claim asserts, and LaTeX-aware normalisation.
+
+One module so that every stage splits sentences and reads markers the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+MARKER = re.compile(r"\s*\[(\d+(?:\s*[,;]\s*\d+)*)\]")
+_SENT_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+WORD = re.compile(r"[A-Za-z][A-Za-z0-9\-]+|\d+(?:\.\d+)?%?")
+NUMBER = re.compile(r"(?<![A-Za-z])\d+(?:[.,]\d+)?\s?(?:%|x|×|k|K|M|B)?(?![A-Za-z])")
+# Name-like tokens: an inner capital (ShieldAgent, AgentDojo) or an acronym (MELON, GPT-4).
+NAME = re.compile(r"\b(?:[A-Za-z]*[A-Z][a-z0-9]*[A-Z0-9][A-Za-z0-9\-]*|[A-Z]{2,}[A-Za-z0-9\-]*)\b")
+
+STOP = frozenset(
+    """a an the of and or to in on for with by from as at is are was were be been being this that
+    these those it its their they them which what who whom how why when where does do did can could
+    would should may might will shall has have had not no than then so such into over under about
+    also both each other more most less very paper papers study studies propose proposes proposed
+    approach method methods work works use uses used using based new show shows shown our we us
+    answer question excerpt excerpts abstract abstracts authors seen stated state states mention
+    mentions mentioned described describes according shown discussed discusses found given
+    provided reported reports collection""".split()
+)
+# The model saying the evidence lacks the answer, in its usual phrasings.
+NOT_STATED = re.compile(
+    r"\bNOT[ _]FOUND\b|\b(?:is|are) not (?:mentioned|stated|specified|provided|given|reported|"
+    r"described|discussed|included|available)\b|\bdo(?:es)? not (?:mention|specify|state|provide|"
+    r"report|include|describe|give|contain|discuss)\b|\bno (?:information|mention|details?)\b|"
+    r"\bcannot be (?:determined|found|answered)\b|\bnot (?:enough|sufficient) information\b",
+    re.IGNORECASE,
+)
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of a text; list bullets and numbering are dropped, and a bare
+    marker split off the end of a sentence is joined back to it."""
+    parts: list[str] = []
+    for block in re.split(r"\n+", text.strip()):
+        block = re.sub(r"^\s*(?:[-*•]|\d+[.)])\s+", "", block).strip()
+        if block:
+            parts += [s.strip() for s in _SENT_END.split(block) if s.strip()]
+    merged: list[str] = []
+    for s in parts:
+        if merged and MARKER.fullmatch(s):
+            merged[-1] += " " + s
+        else:
+            merged.append(s)
+    return merged
+
+
+def strip_markers(text: str) -> tuple[str, list[int]]:
+    """The text without ``[n]`` markers, and the marker numbers in order of use."""
+    nums: list[int] = []
+    for m in MARKER.finditer(text):
+        nums += [int(x) for x in re.split(r"\s*[,;]\s*", m.group(1))]
+    clean = MARKER.sub("", text).strip()
+    clean = re.sub(r"\s+([.,;:])", r"\1", clean)
+    return clean, list(dict.fromkeys(nums))
+
+
+def unlatex(text: str) -> str:
+    """Abstracts write 44\\% and $2\\times$; answers write 44% and 2x."""
+    return text.replace("\\%", "%").replace("$", "").replace("\\times", "x")
+
+
+def normalise(text: str) -> str:
+    """Lower-cased, LaTeX-free, whitespace-free text for substring checks."""
+    return re.sub(r"\s+", "", unlatex(text).lower().replace("\u2009", ""))
+
+
+def specifics(text: str) -> set[str]:
+    """Numbers and name-like tokens a claim asserts (single digits are not claims)."""
+    found = {m.group(0).strip().rstrip(".,").replace(" ", "") for m in NUMBER.finditer(text)}
+    found |= {m.group(0) for m in NAME.finditer(text)}
+    return {s for s in found if len(s) > 1 or not s.isdigit()}
+
+
+def has_value(text: str) -> bool:
+    """Whether a text states a number (digits or a number word)."""
+    return bool(NUMBER.search(unlatex(text)) or _NUMBER_WORD.search(text))
+
+
+_NUMBER_WORD = re.compile(
+    r"\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
+    r"hundred|thousand|million|billion|dozen|half|twice|double|triple)\b",
+    re.IGNORECASE,
+)
+
+
+class Stemmer:
+    """Stemmed content terms of a text (PyStemmer's English Snowball)."""
+
+    def __init__(self) -> None:
+        import Stemmer as _pystemmer
+
+        self._s = _pystemmer.Stemmer("english")
+
+    def terms(self, text: str) -> set[str]:
+        words = [w.lower() for w in WORD.findall(unlatex(text))]
+        # Numbers are content however short ("3K", "7"); other short words are not.
+        keep = [w for w in words if w not in STOP and (len(w) > 2 or w[0].isdigit())]
+        return set(self._s.stemWords(keep))
+
+
+@lru_cache(maxsize=1)
+def stemmer() -> Stemmer:
+    return Stemmer()
+
+
+def short_title(title: str, limit: int = 60) -> str:
+    """A paper's name for running text: the part before a colon ("MELON" of
+    "MELON: Provable Defense …"), or the title itself when it is short."""
+    head = title.split(":", 1)[0].strip()
+    if head and len(head) <= limit:
+        return head
+    return title if len(title) <= limit else title[: limit - 1].rsplit(" ", 1)[0] + "…"
+
+
+# A run of markers used as a noun ("According to [1]", "[2] proposes…") names
+# papers rather than citing a claim.
+_CHAIN = re.compile(r"\[\d+\](?:\s*(?:,|and|or|&)?\s*\[\d+\])*")
+_NOUN_BEFORE = re.compile(
+    r"(?:\b(?:according to|in|by|from|is|are|was|see|excerpts?|papers?|abstracts?|studies)\s*|^\s*)$",
+    re.IGNORECASE,
+)
+_LEAD_NOUN = re.compile(r"\b(?:the )?(?:excerpts?|papers?|abstracts?)\s+(?=(?-i:[A-Z]))", re.IGNORECASE)
+
+
+def name_markers(raw: str, titles: list[str]) -> str:
+    """Replace marker runs used as nouns with "Title [n]" (``titles[n-1]``) so
+    the sentence says which paper it means; the marker stays as its citation."""
+
+    def titled(m: re.Match) -> str:
+        return re.sub(
+            r"\[(\d+)\]",
+            lambda x: f"{titles[int(x.group(1)) - 1]} [{x.group(1)}]"
+            if 1 <= int(x.group(1)) <= len(titles) else x.group(0),
+            m.group(0),
+        )
+
+    out: list[str] = []
+    for sent in split_sentences(raw):
+        pieces, last = [], 0
+        for m in _CHAIN.finditer(sent):
+            after = sent[m.end():].strip()
+            leading_cite = not sent[: m.start()].strip() and after[:1].isupper()
+            noun = _NOUN_BEFORE.search(sent[: m.start()]) and after not in ("", ".") and not leading_cite
+            noun = noun or bool(re.search(r"\b(?:is|are|was|to|in)\s*$", sent[: m.start()], re.I))
+            pieces += [sent[last : m.start()], titled(m) if noun else m.group(0)]
+            last = m.end()
+        pieces.append(sent[last:])
+        out.append(_LEAD_NOUN.sub("", "".join(pieces)))
+    return " ".join(out)
