@@ -38,7 +38,7 @@ logging.getLogger("bm25s").setLevel(logging.WARNING)  # its DEBUG lines flood CL
 class _Snapshot:
     """In-memory view of the catalog for BM25 and filtering."""
 
-    version: str
+    version: int
     papers: dict[str, Paper]
     chunk_ids: list[str]
     chunk_paper: list[str]
@@ -59,17 +59,17 @@ class HybridRetriever:
 
     # --- snapshot ---
     def snapshot(self) -> _Snapshot:
-        cat = self.index.catalog
-        version = f"{cat.get_meta('last_ingest')}|{cat.counts()}"
+        """The current catalog view. Take it ONCE per request and pass it down:
+        positions from one snapshot are meaningless in another."""
+        gen = self.index.catalog.generation()
         with self._lock:
-            if self._snap is None or self._snap.version != version:
-                self._snap = self._build(version)
+            if self._snap is None or self._snap.version != gen:
+                self._snap = self._build()
             return self._snap
 
-    def _build(self, version: str) -> _Snapshot:
-        cat = self.index.catalog
-        papers = {p.paper_id: p for p in cat.papers()}
-        rows = cat.chunks()
+    def _build(self) -> _Snapshot:
+        version, paper_list, rows = self.index.catalog.read_snapshot()
+        papers = {p.paper_id: p for p in paper_list}
         ids = [r[0] for r in rows]
         texts = [r[3] for r in rows]
         bm25 = None
@@ -160,10 +160,10 @@ class HybridRetriever:
 
     # --- retrieval ---
     def dense(
-        self, query: str, n: int, filters: Filters | None
+        self, query: str, n: int, filters: Filters | None, snap: _Snapshot
     ) -> tuple[dict[int, float], dict[str, float]]:
-        """Chunk cosines by chunk position, and paper-centroid cosines by paper id."""
-        snap = self.snapshot()
+        """Chunk cosines by chunk position in ``snap`` (the request's one
+        snapshot), and paper-centroid cosines by paper id."""
         vec = self.embedder.embed_query(query)
         where = self._where(filters)
         chunks: dict[int, float] = {}
@@ -178,10 +178,12 @@ class HybridRetriever:
         }
         return chunks, papers
 
-    def lexical(self, query: str, n: int, filters: Filters | None) -> dict[int, float]:
+    def lexical(
+        self, query: str, n: int, filters: Filters | None, snap: _Snapshot
+    ) -> dict[int, float]:
+        """BM25 share of the query's IDF, by chunk position in ``snap``."""
         import bm25s
 
-        snap = self.snapshot()
         if snap.bm25 is None:
             return {}
         q = bm25s.tokenize(
@@ -215,14 +217,14 @@ class HybridRetriever:
         s = self.settings
         k = k or s.top_k
         mode = mode or s.retriever
-        snap = self.snapshot()
+        snap = self.snapshot()  # one snapshot for the whole request
         if not snap.chunk_ids:
             return []
         n = max(s.candidate_k * 3, k * 4)
         use_dense = mode in ("hybrid", "dense")
         use_lex = mode in ("hybrid", "bm25")
-        dense, cent = self.dense(query, n, filters) if use_dense else ({}, {})
-        lex = self.lexical(query, n, filters) if use_lex else {}
+        dense, cent = self.dense(query, n, filters, snap) if use_dense else ({}, {})
+        lex = self.lexical(query, n, filters, snap) if use_lex else {}
         w_lex = s.bm25_weight if mode == "hybrid" else 1.0
 
         # A paper outside a retriever's candidate list gets that list's lowest

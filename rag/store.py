@@ -44,6 +44,35 @@ class Catalog:
         with self._lock, self._db:
             self._db.executemany("INSERT OR REPLACE INTO meta VALUES (?,?)", values.items())
 
+    def generation(self) -> int:
+        """A counter every committed change of papers or chunks increments:
+        one cheap read tells a reader whether its snapshot is current."""
+        v = self.get_meta("generation")
+        return int(v) if v else 0
+
+    def _bump(self) -> None:
+        """Increment the generation inside the caller's write transaction."""
+        self._db.execute(
+            "INSERT INTO meta VALUES ('generation', '1') ON CONFLICT(key) DO UPDATE "
+            "SET value = CAST(value AS INTEGER) + 1"
+        )
+
+    def read_snapshot(self) -> tuple[int, list[Paper], list[tuple[str, str, int, str]]]:
+        """(generation, papers, chunks) read in ONE read transaction, so a
+        writer committing meanwhile can never mix two generations."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                row = self._db.execute("SELECT value FROM meta WHERE key='generation'").fetchone()
+                papers = self._db.execute("SELECT json FROM papers").fetchall()
+                chunks = self._db.execute(
+                    "SELECT chunk_id, paper_id, idx, text FROM chunks ORDER BY paper_id, idx"
+                ).fetchall()
+            finally:
+                self._db.execute("COMMIT")
+        gen = int(row[0]) if row else 0
+        return gen, [Paper.from_dict(json.loads(r[0])) for r in papers], chunks
+
     # --- papers ---
     def hashes(self) -> dict[str, str]:
         with self._lock:
@@ -101,6 +130,7 @@ class Catalog:
                     "INSERT INTO chunks VALUES (?,?,?,?)",
                     [(cid, paper.paper_id, i, t) for cid, i, t in chunks],
                 )
+            self._bump()
 
     def update_metadata(self, papers: list[Paper]) -> None:
         with self._lock, self._db:
@@ -108,15 +138,20 @@ class Catalog:
                 "UPDATE papers SET json=?, source=? WHERE paper_id=?",
                 [(json.dumps(p.to_dict()), p.source, p.paper_id) for p in papers],
             )
+            self._bump()
 
     def delete_papers(self, paper_ids: list[str]) -> None:
         with self._lock, self._db:
             for pid in paper_ids:
                 self._db.execute("DELETE FROM chunks WHERE paper_id=?", (pid,))
                 self._db.execute("DELETE FROM papers WHERE paper_id=?", (pid,))
+            self._bump()
 
     def clear(self) -> None:
         with self._lock, self._db:
             self._db.execute("DELETE FROM chunks")
             self._db.execute("DELETE FROM papers")
-            self._db.execute("DELETE FROM meta")
+            # The generation survives a clear: a reader must never mistake the
+            # rebuilt catalog for the one it already has.
+            self._db.execute("DELETE FROM meta WHERE key != 'generation'")
+            self._bump()
