@@ -1,0 +1,323 @@
+"""Load figure of the web app: N concurrent gradio_client sessions, each
+asking Q questions, against a real `aqa serve` subprocess whose LLM is a fake
+OpenAI-compatible HTTP server that answers every request in ``--llm-delay``
+seconds (issue 8: 20 sessions x 3 questions, 0.5 s per LLM reply).
+
+    python -m eval.load                          # the code in this checkout
+    python -m eval.load --app-dir /tmp/before    # another checkout (e.g. before a change)
+    python -m eval.load --sessions 20 --questions 3 --llm-delay 0.5 --json
+
+Prints p50/p95/max latency per question (submit to final answer) and a
+search probe: the latency of /search_papers requests made while the chat
+load runs, which must not wait behind the LLM.
+
+The fake LLM replies with a short cited sentence, or, when the request asks
+for JSON (``response_format``), with a minimal instance of the schema.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+QUESTIONS = [
+    "What does ShieldAgent propose?",
+    "What is MELON and what does it defend against?",
+    "Which papers study prompt injection defenses for agents?",
+    "What does RobustZero do?",
+    "How is safety policy compliance verified for agent trajectories?",
+    "Which methods improve reasoning of language models?",
+]
+REPLY = "ShieldAgent enforces safety policy compliance for agent trajectories [1]."
+
+
+def schema_instance(schema: dict[str, Any]) -> Any:
+    """A minimal value that satisfies a (simple) JSON schema."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if schema.get(key):
+            return schema_instance(schema[key][0])
+    t = schema.get("type")
+    if isinstance(t, list):
+        t = next((x for x in t if x != "null"), "null")
+    if t == "object":
+        props = schema.get("properties", {})
+        keys = schema.get("required", list(props))
+        return {k: schema_instance(props.get(k, {})) for k in keys}
+    if t == "array":
+        n = max(1, schema.get("minItems", 1))
+        return [schema_instance(schema.get("items", {"type": "integer", "minimum": 1}))
+                for _ in range(n)]
+    if t == "integer":
+        return int(schema.get("minimum", 1))
+    if t == "number":
+        return float(schema.get("minimum", 1))
+    if t == "boolean":
+        return True
+    if t == "null":
+        return None
+    return "x"
+
+
+class FakeOpenAI(ThreadingHTTPServer):
+    """OpenAI-compatible chat-completions server: every reply takes ``delay`` s."""
+
+    daemon_threads = True
+
+    def __init__(self, delay: float, port: int = 0) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
+        self.delay = delay
+        self.requests = 0
+        self.active = 0
+        self.peak = 0
+        self._lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client hanging up on a kept-alive connection is not news
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: FakeOpenAI
+
+    def log_message(self, *a: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server API
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        srv = self.server
+        with srv._lock:
+            srv.requests += 1
+            srv.active += 1
+            srv.peak = max(srv.peak, srv.active)
+        try:
+            rf = body.get("response_format") or {}
+            if rf.get("type") == "json_schema":
+                text = json.dumps(schema_instance(rf["json_schema"].get("schema", {})))
+            elif rf.get("type") == "json_object":
+                text = json.dumps(schema_instance(rf.get("schema", {"type": "object"})))
+            else:
+                text = REPLY
+            # Half the time before the first token, the rest spread over the tokens.
+            time.sleep(srv.delay / 2)
+            pieces = [text[i:i + 8] for i in range(0, len(text), 8)]
+            if body.get("stream"):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for i, p in enumerate(pieces):
+                    time.sleep(srv.delay / 2 / len(pieces))
+                    last = i == len(pieces) - 1
+                    doc = {"id": "x", "object": "chat.completion.chunk", "created": 0,
+                           "model": "fake", "choices": [{"index": 0, "delta": {"content": p},
+                                                          "finish_reason": "stop" if last else None}]}
+                    self._chunk(f"data: {json.dumps(doc)}\n\n".encode())
+                self._chunk(b"data: [DONE]\n\n")
+                self.wfile.write(b"0\r\n\r\n")
+            else:
+                time.sleep(srv.delay / 2)
+                doc = {"id": "x", "object": "chat.completion", "created": 0, "model": "fake",
+                       "choices": [{"index": 0, "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": text}}]}
+                payload = json.dumps(doc).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+        except OSError:
+            pass  # the client hung up (cancelled)
+        finally:
+            with srv._lock:
+                srv.active -= 1
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, proc: subprocess.Popen, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"aqa serve exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError(f"{url} did not come up within {timeout:g} s")
+
+
+def start_app(app_dir: Path, data_dir: Path, llm_url: str, port: int, log: Path,
+              extra_env: dict[str, str] | None = None) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(app_dir), "AQA_DATA_DIR": str(data_dir),
+           "AQA_LLM_PROVIDER": "openai", "OPENAI_BASE_URL": llm_url, "OPENAI_API_KEY": "load",
+           "AQA_OPENAI_MODEL": "fake", "AQA_LLM_RETRIES": "0", "AQA_UI_QUEUE_SIZE": "200",
+           **(extra_env or {})}
+    return subprocess.Popen(
+        [sys.executable, "-m", "rag.cli", "serve", "--port", str(port)],
+        cwd=app_dir, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
+
+
+def run_load(url: str, sessions: int, questions: int, seed: int = 0) -> dict[str, Any]:
+    from gradio_client import Client
+
+    rng = random.Random(seed)
+    plans = [[rng.choice(QUESTIONS) for _ in range(questions)] for _ in range(sessions)]
+    clients = [Client(url, verbose=False) for _ in range(sessions)]  # one per browser session
+    lat: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    start = threading.Barrier(sessions + 2)  # sessions, the search probe, this thread
+    done = threading.Event()
+    probes: list[float] = []
+
+    def session(i: int) -> None:
+        start.wait()
+        for q in plans[i]:
+            t0 = time.perf_counter()
+            try:
+                out = clients[i].submit(q, api_name="/chat").result(timeout=600)
+                res = json.loads(out[-1])
+                if res.get("error"):
+                    with lock:
+                        errors.append(res["error"])
+            except Exception as e:  # noqa: BLE001 - counted, the run goes on
+                with lock:
+                    errors.append(f"{type(e).__name__}: {e}")
+            with lock:
+                lat.append(time.perf_counter() - t0)
+
+    def probe() -> None:  # search while the chat load runs
+        c = Client(url, verbose=False)
+        start.wait()
+        time.sleep(1.0)
+        while not done.is_set():
+            t0 = time.perf_counter()
+            try:
+                c.predict("prompt injection defenses", api_name="/search_papers")
+            except Exception as e:  # noqa: BLE001
+                errors.append(f"search: {type(e).__name__}: {e}")
+            probes.append(time.perf_counter() - t0)
+            time.sleep(0.5)
+
+    prober = threading.Thread(target=probe, daemon=True)
+    prober.start()
+    t_start = time.perf_counter()
+    with ThreadPoolExecutor(sessions) as pool:
+        futs = [pool.submit(session, i) for i in range(sessions)]
+        start.wait()
+        for f in futs:
+            f.result()
+    wall = time.perf_counter() - t_start
+    done.set()
+    prober.join(timeout=30)
+    return {
+        "sessions": sessions, "questions_each": questions, "requests": len(lat),
+        "errors": len(errors), "error_samples": sorted(set(errors))[:3],
+        "p50_s": round(pct(lat, 0.5), 2), "p95_s": round(pct(lat, 0.95), 2),
+        "max_s": round(max(lat), 2) if lat else None,
+        "mean_s": round(statistics.mean(lat), 2) if lat else None, "wall_s": round(wall, 1),
+        "search_probe_p50_s": round(pct(probes, 0.5), 2) if probes else None,
+        "search_probe_max_s": round(max(probes), 2) if probes else None,
+        "search_probes": len(probes),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--app-dir", type=Path, default=REPO, help="checkout to serve (default: this)")
+    ap.add_argument("--data-dir", type=Path, help="index to use (default: a temp dir; "
+                    "the app indexes the bundled corpus on first start)")
+    ap.add_argument("--sessions", type=int, default=20)
+    ap.add_argument("--questions", type=int, default=3)
+    ap.add_argument("--llm-delay", type=float, default=0.5)
+    ap.add_argument("--startup-timeout", type=float, default=900)
+    ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra environment for aqa serve (repeatable)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+
+    llm = FakeOpenAI(args.llm_delay)
+    threading.Thread(target=llm.serve_forever, daemon=True).start()
+    tmp = Path(tempfile.mkdtemp(prefix="aqa-load-"))
+    data_dir = args.data_dir or tmp / "idx"
+    port = free_port()
+    log = tmp / "serve.log"
+    extra = dict(kv.split("=", 1) for kv in args.env)
+    proc = start_app(args.app_dir.resolve(), data_dir, llm.url, port, log, extra)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        wait_http(url, proc, args.startup_timeout)
+        run_load(url, 2, 1)  # warm-up: models loaded, first-request costs paid
+        llm.requests = llm.peak = 0
+        res = run_load(url, args.sessions, args.questions)
+        res.update(llm_delay_s=args.llm_delay, llm_requests=llm.requests,
+                   llm_peak_concurrency=llm.peak, app_dir=str(args.app_dir))
+    except Exception:
+        print(log.read_text(errors="replace")[-3000:], file=sys.stderr)
+        raise
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(timeout=20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(proc.pid, signal.SIGKILL)
+        llm.shutdown()
+    if args.json:
+        print(json.dumps(res))
+    else:
+        print(f"{res['sessions']} sessions x {res['questions_each']} questions, LLM "
+              f"{args.llm_delay:g} s/reply: p50 {res['p50_s']} s, p95 {res['p95_s']} s, "
+              f"max {res['max_s']} s, wall {res['wall_s']} s, errors {res['errors']}; "
+              f"search during load p50 {res['search_probe_p50_s']} s, max "
+              f"{res['search_probe_max_s']} s; LLM requests {res['llm_requests']}, peak "
+              f"concurrency {res['llm_peak_concurrency']}")
+        for e in res["error_samples"]:
+            print("  error:", e)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
