@@ -169,6 +169,7 @@ class VectorIndex:
 
         n_papers, _ = self.catalog.counts()
         report.papers_total = n_papers
+        self.persist_lexical()
         self.catalog.set_meta(last_ingest=datetime.now(UTC).isoformat(timespec="seconds"))
         report.seconds = round(time.perf_counter() - t0, 3)
         return report
@@ -206,7 +207,8 @@ class VectorIndex:
             metadatas=[chunk_metadata(p, 0) for p, _ in batch],
         )
         self.catalog.commit_papers(rows)
-        stale = [c for c in stale if c not in set(ids)]
+        fresh = set(ids)
+        stale = [c for c in stale if c not in fresh]
         if stale:
             self.collection.delete(ids=stale)
 
@@ -235,6 +237,26 @@ class VectorIndex:
             orphans = sorted(self._ids(coll) - known)
             for i in range(0, len(orphans), 5000):
                 coll.delete(ids=orphans[i : i + 5000])
+
+    # --- BM25 ---
+    @property
+    def lexical_dir(self) -> Path:
+        return self.settings.data_dir / "bm25"
+
+    def persist_lexical(self) -> None:
+        """Save the BM25 index of the committed catalog beside it, so no query
+        pays for building it (a no-op when the saved one is current)."""
+        from rag.lexical import corpus_key, load_or_build
+
+        _, papers, rows = self.catalog.read_snapshot()
+        by_id = {p.paper_id: p for p in papers}
+        rows = [r for r in rows if r[1] in by_id]
+        if not rows:
+            return
+        ids = [r[0] for r in rows]
+        if (self.lexical_dir / corpus_key(ids)).is_dir():
+            return
+        load_or_build(self.lexical_dir, ids, [embed_text(by_id[r[1]], r[3]) for r in rows])
 
     # --- query ---
     def query(

@@ -17,26 +17,25 @@ cannot restrict results by metadata filters).
 
 from __future__ import annotations
 
-import logging
 import re
 import threading
-from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from rag.attribution import _NAME
 from rag.config import Settings
 from rag.embed import CachedEmbedder
-from rag.index import VectorIndex
+from rag.index import VectorIndex, embed_text
+from rag.lexical import Lexical, load_or_build
 from rag.types import Filters, Paper, Passage, SearchHit
-
-logging.getLogger("bm25s").setLevel(logging.WARNING)  # its DEBUG lines flood CLI output
 
 
 @dataclass
 class _Snapshot:
-    """In-memory view of the catalog for BM25 and filtering."""
+    """In-memory view of one catalog generation, for BM25, filtering and
+    fusion. Chunks are ordered by (paper_id, idx), so each paper's chunks are
+    one contiguous range ``paper_start[r]:paper_end[r]``."""
 
     version: int
     papers: dict[str, Paper]
@@ -45,8 +44,32 @@ class _Snapshot:
     chunk_idx: list[int]
     chunk_text: list[str]
     pos: dict[str, int]
-    bm25: object | None
-    idf: dict[str, float]
+    lexical: Lexical | None
+    paper_ids: list[str] = field(default_factory=list)  # row -> paper id
+    paper_row: dict[str, int] = field(default_factory=dict)
+    chunk_prow: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    paper_start: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    paper_end: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    _masks: dict = field(default_factory=dict)
+
+    @property
+    def bm25(self):
+        return self.lexical.bm25 if self.lexical else None
+
+    def paper_mask(self, f: Filters | None) -> np.ndarray | None:
+        """Boolean mask over paper rows (None: no filter), cached per filter."""
+        if f is None or f.is_empty():
+            return None
+        key = (tuple(f.sources or ()), tuple(f.venues or ()), tuple(f.years or ()),
+               tuple(f.paper_ids or ()))
+        m = self._masks.get(key)
+        if m is None:
+            m = np.array([HybridRetriever._paper_ok(self.papers[p], f) for p in self.paper_ids],
+                         dtype=bool)
+            if len(self._masks) > 32:
+                self._masks.clear()
+            self._masks[key] = m
+        return m
 
 
 class HybridRetriever:
@@ -70,39 +93,45 @@ class HybridRetriever:
     def _build(self) -> _Snapshot:
         version, paper_list, rows = self.index.catalog.read_snapshot()
         papers = {p.paper_id: p for p in paper_list}
+        rows = [r for r in rows if r[1] in papers]  # never split by one transaction; a guard
         ids = [r[0] for r in rows]
-        texts = [r[3] for r in rows]
-        bm25 = None
+        chunk_paper = [r[1] for r in rows]
+        lexical = None
         if rows:
-            import bm25s
-            import Stemmer
-
-            from rag.index import embed_text
-
-            self._stemmer = Stemmer.Stemmer("english")
-            corpus = [embed_text(papers[r[1]], r[3]) if r[1] in papers else r[3] for r in rows]
-            tokens = bm25s.tokenize(
-                corpus, stopwords="en", stemmer=self._stemmer, show_progress=False
+            lexical = load_or_build(
+                self.index.lexical_dir, ids,
+                [embed_text(papers[r[1]], r[3]) for r in rows],
             )
-            bm25 = bm25s.BM25()
-            bm25.index(tokens, show_progress=False)
-            # Lucene IDF per vocabulary term, from the CSC matrix's column sizes.
-            df = np.diff(np.asarray(bm25.scores["indptr"]))
-            n = len(rows)
-            idf_arr = np.log(1 + (n - df + 0.5) / (df + 0.5))
-            idf = {t: float(idf_arr[i]) for t, i in bm25.vocab_dict.items() if i < len(idf_arr)}
-        else:
-            idf = {}
+        # Paper rows in chunk order, then papers without chunks (none normally).
+        paper_ids = list(dict.fromkeys(chunk_paper))
+        if len(paper_ids) < len(papers):
+            have = set(paper_ids)
+            paper_ids += [p for p in papers if p not in have]
+        paper_row = {p: i for i, p in enumerate(paper_ids)}
+        prow = np.fromiter((paper_row[p] for p in chunk_paper), dtype=np.int64,
+                           count=len(chunk_paper))
+        start = np.full(len(paper_ids), 0, dtype=np.int64)
+        end = np.full(len(paper_ids), 0, dtype=np.int64)
+        if len(prow):
+            bounds = np.flatnonzero(np.diff(prow)) + 1
+            starts = np.concatenate([[0], bounds])
+            ends = np.concatenate([bounds, [len(prow)]])
+            start[prow[starts]] = starts
+            end[prow[starts]] = ends
         return _Snapshot(
             version=version,
             papers=papers,
             chunk_ids=ids,
-            chunk_paper=[r[1] for r in rows],
+            chunk_paper=chunk_paper,
             chunk_idx=[r[2] for r in rows],
-            chunk_text=texts,
+            chunk_text=[r[3] for r in rows],
             pos={c: i for i, c in enumerate(ids)},
-            bm25=bm25,
-            idf=idf,
+            lexical=lexical,
+            paper_ids=paper_ids,
+            paper_row=paper_row,
+            chunk_prow=prow,
+            paper_start=start,
+            paper_end=end,
         )
 
     def unknown_names(self, question: str) -> list[str]:
@@ -112,10 +141,8 @@ class HybridRetriever:
         Plain capitalised words and short acronyms are left out on purpose:
         paraphrased questions use everyday names (Twitter, CCTV) that the
         abstracts never do."""
-        import bm25s
-
-        snap = self.snapshot()
-        if snap.bm25 is None:
+        lex = self.snapshot().lexical
+        if lex is None:
             return []
         names = {
             m.group(0) for m in _NAME.finditer(question)
@@ -123,10 +150,8 @@ class HybridRetriever:
         }
         out = []
         for name in sorted(n for n in names if len(n) > 2):
-            toks = bm25s.tokenize(
-                [name], stopwords="en", stemmer=self._stemmer, return_ids=False, show_progress=False
-            )[0]
-            if toks and not any(t in snap.bm25.vocab_dict for t in toks):
+            toks = lex.terms(name)
+            if toks and not any(t in lex.vocab for t in toks):
                 out.append(name)
         return out
 
@@ -161,51 +186,34 @@ class HybridRetriever:
     # --- retrieval ---
     def dense(
         self, query: str, n: int, filters: Filters | None, snap: _Snapshot
-    ) -> tuple[dict[int, float], dict[str, float]]:
-        """Chunk cosines by chunk position in ``snap`` (the request's one
-        snapshot), and paper-centroid cosines by paper id."""
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
+        """(chunk positions in ``snap``, their cosines, paper-centroid cosines by paper id)."""
         vec = self.embedder.embed_query(query)
         where = self._where(filters)
-        chunks: dict[int, float] = {}
+        pos, sims = [], []
         for cid, sim in self.index.query(vec, n, where):
             i = snap.pos.get(cid)
             if i is not None:  # unknown ids are leftovers of an interrupted ingest
-                chunks[i] = sim
+                pos.append(i)
+                sims.append(sim)
         papers = {
             pid: sim
             for pid, sim in self.index.query(vec, n, where, papers=True)
             if pid in snap.papers
         }
-        return chunks, papers
+        return np.asarray(pos, dtype=np.int64), np.asarray(sims, dtype=np.float64), papers
 
     def lexical(
         self, query: str, n: int, filters: Filters | None, snap: _Snapshot
-    ) -> dict[int, float]:
-        """BM25 share of the query's IDF, by chunk position in ``snap``."""
-        import bm25s
-
-        if snap.bm25 is None:
-            return {}
-        q = bm25s.tokenize(
-            [query], stopwords="en", stemmer=self._stemmer, return_ids=False, show_progress=False
-        )
-        vocab = snap.bm25.vocab_dict
-        terms = [t for t in q[0] if t in vocab]
-        if not terms:
-            return {}
-        mask = None
-        if filters and not filters.is_empty():
-            mask = np.array(
-                [self._paper_ok(snap.papers[p], filters) if p in snap.papers else False
-                 for p in snap.chunk_paper],
-                dtype=np.float32,
-            )
-        k = min(n, len(snap.chunk_ids))
-        docs, scores = snap.bm25.retrieve([terms], k=k, weight_mask=mask, show_progress=False)
-        total_idf = sum(snap.idf.get(t, 0.0) for t in set(terms)) or 1.0
-        return {
-            int(d): float(s) / total_idf for d, s in zip(docs[0], scores[0], strict=True) if s > 0
-        }
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(chunk positions in ``snap``, BM25 as a share of the query's total IDF)."""
+        lex = snap.lexical
+        if lex is None:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        pmask = snap.paper_mask(filters)
+        mask = None if pmask is None else pmask[snap.chunk_prow].astype(np.float32)
+        idx, scores = lex.top(lex.terms(query), n, mask)
+        return idx.astype(np.int64), scores.astype(np.float64)
 
     def search(
         self,
@@ -223,58 +231,81 @@ class HybridRetriever:
         n = max(s.candidate_k * 3, k * 4)
         use_dense = mode in ("hybrid", "dense")
         use_lex = mode in ("hybrid", "bm25")
-        dense, cent = self.dense(query, n, filters, snap) if use_dense else ({}, {})
-        lex = self.lexical(query, n, filters, snap) if use_lex else {}
+        empty = np.zeros(0, dtype=np.int64)
+        d_pos, d_sim, cent = self.dense(query, n, filters, snap) if use_dense else (
+            empty, np.zeros(0), {})
+        l_pos, l_sc = self.lexical(query, n, filters, snap) if use_lex else (empty, np.zeros(0))
         w_lex = s.bm25_weight if mode == "hybrid" else 1.0
 
         # A paper outside a retriever's candidate list gets that list's lowest
         # score: an upper bound on what it would have scored.
-        chunk_floor = min(dense.values(), default=0.0)
+        chunk_floor = float(d_sim.min()) if len(d_sim) else 0.0
         cent_floor = min(cent.values(), default=0.0)
 
-        def chunk_score(i: int) -> float:
-            return (dense.get(i, chunk_floor) if use_dense else 0.0) + w_lex * lex.get(i, 0.0)
+        # Candidate chunks: every chunk either retriever found, plus all chunks
+        # of papers found by their centroid only (a contiguous range each).
+        cand = np.union1d(d_pos, l_pos)
+        found_rows = np.unique(snap.chunk_prow[cand])
+        cent_rows = np.fromiter(
+            (snap.paper_row[p] for p in cent if p in snap.paper_row), dtype=np.int64)
+        extra = np.setdiff1d(cent_rows, found_rows, assume_unique=True)
+        if len(extra):
+            ranges = [np.arange(snap.paper_start[r], snap.paper_end[r]) for r in extra]
+            cand = np.union1d(cand, np.concatenate(ranges))
+        if not len(cand):
+            return []
+        dense_c = np.full(len(cand), chunk_floor)
+        dense_c[np.searchsorted(cand, d_pos)] = d_sim
+        lex_c = np.zeros(len(cand))
+        lex_c[np.searchsorted(cand, l_pos)] = l_sc
+        chunk_sc = (dense_c if use_dense else 0.0) + w_lex * lex_c
+        rows = snap.chunk_prow[cand]
+        pmask = snap.paper_mask(filters)
+        if pmask is not None:
+            keep = pmask[rows]
+            cand, dense_c, lex_c, chunk_sc, rows = (
+                cand[keep], dense_c[keep], lex_c[keep], chunk_sc[keep], rows[keep])
+            if not len(cand):
+                return []
 
-        by_paper: dict[str, list[int]] = defaultdict(list)
-        for i in set(dense) | set(lex):
-            by_paper[snap.chunk_paper[i]].append(i)
-        for pid in cent:
-            by_paper.setdefault(pid, [])
+        # Group by paper (rows ascending), best chunk first within a paper.
+        order = np.lexsort((-chunk_sc, rows))
+        cand, dense_c, lex_c, chunk_sc, rows = (
+            cand[order], dense_c[order], lex_c[order], chunk_sc[order], rows[order])
+        first = np.concatenate([[0], np.flatnonzero(np.diff(rows)) + 1])
+        last = np.concatenate([first[1:], [len(rows)]])
+        prows = rows[first]
+        best_dense = np.maximum.reduceat(dense_c, first)
+        best_lex = np.maximum.reduceat(lex_c, first)
+        score = w_lex * best_lex
+        if use_dense:
+            cent_arr = np.array([cent.get(snap.paper_ids[r], cent_floor) for r in prows])
+            score = score + best_dense + s.centroid_weight * cent_arr
+        score_r = np.round(score, 4)
+        top = np.lexsort((prows, -score_r))[:k]
+
         hits: list[SearchHit] = []
-        for pid, idxs in by_paper.items():
-            paper = snap.papers.get(pid)
-            if paper is None or not self._paper_ok(paper, filters):
-                continue
-            if not idxs:  # found by its centroid only: score its chunks too
-                idxs = [i for i, p in enumerate(snap.chunk_paper) if p == pid]
-            idxs.sort(key=chunk_score, reverse=True)
-            best_dense = max((dense.get(i, chunk_floor) for i in idxs), default=chunk_floor)
-            best_lex = max((lex.get(i, 0.0) for i in idxs), default=0.0)
-            score = w_lex * best_lex
-            if use_dense:
-                score += best_dense + s.centroid_weight * cent.get(pid, cent_floor)
+        for rank, g in enumerate(top, 1):
+            pid = snap.paper_ids[prows[g]]
+            sl = slice(first[g], min(last[g], first[g] + s.passages_per_paper))
             passages = [
                 Passage(
                     chunk_id=snap.chunk_ids[i],
                     paper_id=pid,
                     text=snap.chunk_text[i],
                     index=snap.chunk_idx[i],
-                    score=round(chunk_score(i), 4),
+                    score=round(float(c), 4),
                 )
-                for i in idxs[: s.passages_per_paper]
+                for i, c in zip(cand[sl], chunk_sc[sl], strict=True)
             ]
             hits.append(
                 SearchHit(
-                    paper=paper,
-                    score=round(score, 4),
-                    rank=0,
+                    paper=snap.papers[pid],
+                    score=float(score_r[g]),
+                    rank=rank,
                     passages=passages,
-                    dense_score=round(best_dense, 4) if use_dense else None,
-                    bm25_score=round(best_lex, 4) if use_lex else None,
+                    dense_score=round(float(best_dense[g]), 4) if use_dense else None,
+                    bm25_score=round(float(best_lex[g]), 4) if use_lex else None,
                 )
             )
-        hits.sort(key=lambda h: h.score, reverse=True)
-        for r, h in enumerate(hits[:k], 1):
-            h.rank = r
-        return hits[:k]
-
+        return hits

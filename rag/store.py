@@ -33,15 +33,34 @@ class Catalog:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(SCHEMA)
         self._lock = threading.Lock()
+        # Reads that every query makes (meta, counts) are cached until the file
+        # changes: PRAGMA data_version moves on another connection's commit,
+        # and our own writes clear the cache.
+        self._cache: dict = {}
+        self._data_version = -1
+
+    def _cached(self, key: object, read):
+        """``read()`` under the lock, memoised until the database changes."""
+        with self._lock:
+            v = self._db.execute("PRAGMA data_version").fetchone()[0]
+            if v != self._data_version:
+                self._cache.clear()
+                self._data_version = v
+            if key not in self._cache:
+                self._cache[key] = read()
+            return self._cache[key]
 
     # --- meta ---
     def get_meta(self, key: str) -> str | None:
-        with self._lock:
+        def read() -> str | None:
             row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-        return row[0] if row else None
+            return row[0] if row else None
+
+        return self._cached(("meta", key), read)
 
     def set_meta(self, **values: str) -> None:
         with self._lock, self._db:
+            self._cache.clear()
             self._db.executemany("INSERT OR REPLACE INTO meta VALUES (?,?)", values.items())
 
     def generation(self) -> int:
@@ -52,6 +71,7 @@ class Catalog:
 
     def _bump(self) -> None:
         """Increment the generation inside the caller's write transaction."""
+        self._cache.clear()
         self._db.execute(
             "INSERT INTO meta VALUES ('generation', '1') ON CONFLICT(key) DO UPDATE "
             "SET value = CAST(value AS INTEGER) + 1"
@@ -106,10 +126,12 @@ class Catalog:
             ).fetchall()
 
     def counts(self) -> tuple[int, int]:
-        with self._lock:
+        def read() -> tuple[int, int]:
             p = self._db.execute("SELECT COUNT(*) FROM papers").fetchone()[0]
             c = self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
-        return p, c
+            return p, c
+
+        return self._cached("counts", read)
 
     def source_counts(self) -> dict[str, int]:
         with self._lock:
@@ -132,13 +154,19 @@ class Catalog:
                 )
             self._bump()
 
-    def update_metadata(self, papers: list[Paper]) -> None:
-        with self._lock, self._db:
-            self._db.executemany(
-                "UPDATE papers SET json=?, source=? WHERE paper_id=?",
-                [(json.dumps(p.to_dict()), p.source, p.paper_id) for p in papers],
-            )
-            self._bump()
+    def update_metadata(self, papers: list[Paper]) -> int:
+        """Refresh provenance/links of unchanged papers; only rows that really
+        differ are written (and only then does the generation move, so an
+        unchanged re-ingest leaves every reader's snapshot valid)."""
+        new = {p.paper_id: (json.dumps(p.to_dict()), p.source) for p in papers}
+        with self._lock:
+            old = dict(self._db.execute("SELECT paper_id, json FROM papers"))
+        rows = [(j, src, pid) for pid, (j, src) in new.items() if old.get(pid) != j]
+        if rows:
+            with self._lock, self._db:
+                self._db.executemany("UPDATE papers SET json=?, source=? WHERE paper_id=?", rows)
+                self._bump()
+        return len(rows)
 
     def delete_papers(self, paper_ids: list[str]) -> None:
         with self._lock, self._db:

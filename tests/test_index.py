@@ -151,9 +151,61 @@ def test_chroma_server_mode(tmp_path):
         # Nothing went to a local embedded store.
         assert not (tmp_path / "idx" / "chroma").exists()
         hits = eng.search("guardrail agent enforcing safety policies on action trajectories", k=3)
-        assert hits[0].paper.title == "ShieldAgent"
+        assert hits[0].paper.title.startswith("ShieldAgent")
         again = _engine(tmp_path, chroma_host="127.0.0.1", chroma_port=port)
         assert again.ingest([corpus], progress=False).chunks_embedded == 0
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_bm25_is_persisted_at_ingest_and_loaded_not_rebuilt(tmp_path, monkeypatch):
+    from rag.lexical import Lexical
+
+    corpus = _corpus_copy(tmp_path)
+    _engine(tmp_path).ingest([corpus], progress=False)
+    saved = list((tmp_path / "idx" / "bm25").iterdir())
+    assert len(saved) == 1 and (saved[0] / "chunk_key.txt").is_file()
+
+    def no_build(*a, **k):
+        raise AssertionError("BM25 was rebuilt on a query after ingest")
+
+    monkeypatch.setattr(Lexical, "build", classmethod(no_build))
+    fresh = _engine(tmp_path)
+    hits = fresh.search("guardrail agent safety policy", k=3, mode="bm25")
+    assert hits and fresh.retriever.snapshot().lexical.loaded
+    # An unchanged re-ingest moves no generation: every snapshot stays valid.
+    gen = fresh.index.catalog.generation()
+    fresh.ingest([corpus], progress=False)
+    assert fresh.index.catalog.generation() == gen
+    monkeypatch.undo()
+
+    # A changed corpus gets a new BM25 index, saved by the ingest; the old one goes.
+    f = sorted(corpus.glob("*.txt"))[0]
+    f.write_text(f.read_text(encoding="utf-8") + "\nA zebra-striped widget called Zebranator "
+                 "that sorts abstracts by stripe count and reports high agreement.\n",
+                 encoding="utf-8")
+    fresh.ingest([corpus], progress=False)
+    now = list((tmp_path / "idx" / "bm25").iterdir())
+    assert len(now) == 1 and now[0].name != saved[0].name
+    monkeypatch.setattr(Lexical, "build", classmethod(no_build))
+    hits = _engine(tmp_path).search("Zebranator zebra-striped widget", k=1, mode="bm25")
+    assert "Zebranator" in hits[0].paper.abstract
+
+
+def test_centroid_only_papers_and_filters_in_fusion(tmp_path):
+    """Vectorised fusion: filters hold, each paper once, passages from their paper."""
+    from rag.types import Filters
+
+    corpus = _corpus_copy(tmp_path)
+    eng = _engine(tmp_path)
+    eng.ingest([corpus], progress=False)
+    hits = eng.search("agents", k=10)
+    assert len({h.paper.paper_id for h in hits}) == len(hits) == 10
+    assert [h.rank for h in hits] == list(range(1, 11))
+    assert all(p.paper_id == h.paper.paper_id and p.text in h.paper.abstract
+               for h in hits for p in h.passages)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    one = hits[3].paper.paper_id
+    only = eng.search("agents", k=5, filters=Filters(paper_ids=[one]))
+    assert [h.paper.paper_id for h in only] == [one]
