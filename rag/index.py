@@ -95,6 +95,11 @@ class VectorIndex:
     def check_model(self, model_name: str) -> None:
         built = self.catalog.get_meta("embed_model")
         if built and built != model_name and self.catalog.counts()[0]:
+            base = "all-MiniLM-L6-v2"
+            if built.startswith(base) and model_name.startswith(base):
+                raise IndexMismatchError(_precision_message(
+                    str(self.settings.data_dir), built, model_name,
+                    self.catalog.get_meta("embed_backend")))
             raise IndexMismatchError(
                 f"The index in {self.settings.data_dir} was built with embedding model '{built}' "
                 f"but '{model_name}' is configured: re-ingest with `aqa ingest --rebuild`, or "
@@ -158,6 +163,7 @@ class VectorIndex:
                 self._ingest_batch(batch, chunker, embedder)
                 bar(len(batch))
             bar(0, close=True)
+            self.catalog.set_meta(embed_backend=_backend_of(embedder.model))
             report.chunks_embedded = embedder.misses - miss0
             report.embeddings_cached = embedder.hits - hits0
 
@@ -274,6 +280,30 @@ class VectorIndex:
             include=["distances"],
         )
         return [(cid, 1.0 - float(d)) for cid, d in zip(res["ids"][0], res["distances"][0], strict=True)]
+
+
+def _backend_of(model: object) -> str:
+    """What computed the vectors: ``backend_name`` when the model has one."""
+    b = getattr(model, "backend_name", None)
+    if isinstance(b, str):
+        return b
+    name = type(model).__name__
+    return {"HuggingFaceEmbedding": "torch-fp32 (sentence-transformers)"}.get(name, name)
+
+
+def _precision_message(data_dir: str, built: str, configured: str, backend: str | None) -> str:
+    """Same MiniLM weights, vectors of another precision: say which setting to flip."""
+    from rag.embed import INT8_SUFFIX
+
+    how = f" ({backend})" if backend else ""
+    if built.endswith(INT8_SUFFIX):
+        return (f"The index in {data_dir} was built with int8-quantized MiniLM vectors{how}, "
+                "but fp32 vectors are configured and the two must not be mixed: set "
+                "AQA_EMBED_BACKEND=onnx AQA_EMBED_PRECISION=int8, or re-ingest with "
+                "`aqa ingest --rebuild`.")
+    return (f"The index in {data_dir} was built with fp32 MiniLM vectors{how}, but "
+            "AQA_EMBED_PRECISION=int8 is configured and int8 vectors differ: re-ingest with "
+            "`aqa ingest --rebuild`, or set AQA_EMBED_PRECISION=fp32.")
 
 
 def chunk_metadata(paper: Paper, idx: int) -> dict:

@@ -36,7 +36,7 @@ def test_each_paper_appears_once_with_best_passages(real_engine):
 def test_modes_and_filters(real_engine):
     q = "ShieldAgent-Bench 3K safety-related pairs"
     for mode in ("bm25", "dense", "hybrid"):
-        assert real_engine.search(q, k=3, mode=mode)[0].paper.title == "ShieldAgent", mode
+        assert real_engine.search(q, k=3, mode=mode)[0].paper.title.startswith("ShieldAgent"), mode
     only = real_engine.papers()[0].paper_id
     hits = real_engine.search(q, k=5, filters=Filters(paper_ids=[only]))
     assert [h.paper.paper_id for h in hits] == [only]
