@@ -100,6 +100,8 @@ class Settings(BaseSettings):
     ui_queue_size: int = 32  # requests waiting in the queue before new ones are refused
     ui_min_score: float = 0.35  # explorer: search matches scoring below are not listed
     ui_search_limit: int = 30  # explorer: papers a search returns before the cut-off
+    ui_min_score: float = 0.35  # explorer: search matches scoring below are not listed
+    ui_search_limit: int = 30  # explorer: papers a search returns before the cut-off
 
     @property
     def resolved_llm_provider(self) -> str:

@@ -28,8 +28,11 @@ from tests.conftest_ui import (
     PLANTED_SCRIPT,
     PLANTED_TITLE,
     SCREENSHOTS,
+    FakeEngine,
     chromium,
     running_app,
+    running_fake_app,
+    synthetic_papers,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -188,11 +191,15 @@ def test_planted_abstract_renders_as_text_and_ask_about_it(server, browser):
     assert "planted/planted.jsonl#1" in card.inner_text()  # provenance
     shot(page, "papers")
 
-    # Select it and ask about it: the chat is restricted to that paper.
-    page.locator("#aqa-paper-select label", has_text="Robust HTML").locator("input").check()
+    # Save it on its card and ask about it: the chat is restricted to that paper,
+    # and the example questions turn to it.
+    card.locator("[data-save]").click()
+    page.locator("#aqa-saved li", has_text="Robust HTML").wait_for(timeout=10_000)
     page.locator("#aqa-to-chat").click()
     page.locator("#aqa-question textarea").wait_for(state="visible")
     assert "Robust HTML" in page.locator("#aqa-only-papers").inner_text()
+    page.locator("#aqa-chatbot button.example", has_text="Summarize this paper").wait_for(
+        timeout=10_000)
     ask(page, PLANTED_QUESTION, n_bot=1)
     panel = page.locator("#aqa-citations")
     cited = panel.locator("[data-cite]").first
@@ -243,10 +250,12 @@ def test_compare_table_quotes_abstracts_and_export(server, browser):
     shot(page, "compare-open-abstract")
 
     table_csv = list(csv.reader(io.StringIO(download(page, "#aqa-compare-csv"))))
-    assert table_csv[0] == ["aspect", "ShieldAgent (derived label)", "MELON (derived label)"]
-    assert [r[0] for r in table_csv[2::2]][: len(ASPECTS)] == [ASPECT_LABELS[a] for a in ASPECTS]
+    # One paper per row, one aspect per column, no "(quote)" rows.
+    assert table_csv[0][-len(ASPECTS):] == [ASPECT_LABELS[a] for a in ASPECTS]
+    assert len(table_csv) == 3 and "ShieldAgent" in ",".join(table_csv[1])
+    assert not any("(quote)" in c for r in table_csv for c in r)
     md = download(page, "#aqa-compare-md")
-    assert "| Aspect | [1] ShieldAgent (derived label) | [2] MELON (derived label) |" in md
+    assert "| Aspect | [1] ShieldAgent" in md
     page.close()
 
 
@@ -262,15 +271,260 @@ def test_search_select_and_send_to_compare(server, browser):
     )
     text = page.locator("#aqa-paper-results").inner_text()
     assert "MELON" in text or "AdvAgent" in text or "ShieldAgent" in text
-    boxes = page.locator("#aqa-paper-select input[type=checkbox]")
-    labels = page.locator("#aqa-paper-select label")
-    chosen = [labels.nth(0).inner_text().strip(), labels.nth(1).inner_text().strip()]
-    boxes.nth(0).check()
-    boxes.nth(1).check()
+    cards = page.locator("#aqa-paper-results .aqa-result")
+    chosen = [cards.nth(i).locator(".aqa-card-head a, .aqa-card-head").first.inner_text()
+              for i in range(2)]
+    for i in range(2):
+        cards.nth(i).locator("[data-save]").click()
+        page.wait_for_function(
+            "n => document.querySelectorAll('#aqa-saved li').length === n", arg=i + 1,
+            timeout=10_000)
+    assert cards.nth(0).locator("[data-save]").inner_text() == "★ Saved"
     page.locator("#aqa-to-compare").click()
     page.locator("#aqa-compare-btn").wait_for(state="visible")
     picked = page.locator("#aqa-compare-papers").inner_text()
-    assert all(c.split(" — ")[0] in picked for c in chosen)
+    for c in chosen:
+        title = c.replace("★ Saved", "").replace("(derived label)", "").strip()
+        assert title[:20] in picked, (title, picked)
+    page.close()
+
+
+def test_explorer_cutoff_sort_filters_and_saved_exports(server, browser):
+    page = open_app(browser, server)
+    page.get_by_role("tab", name="Papers").click()
+    query = page.locator("#aqa-paper-query textarea")
+    query.fill("diffusion models")
+    query.press("Enter")
+    note = page.locator("#aqa-paper-note")
+    page.wait_for_function(
+        "document.querySelector('#aqa-paper-note').innerText.includes('match “diffusion')",
+        timeout=60_000)
+    results = page.locator("#aqa-paper-results .aqa-result")
+    n_cut = results.count()
+    scores = [float(re.search(r"match (\d\.\d\d)", results.nth(i).inner_text()).group(1))
+              for i in range(n_cut)]
+    assert n_cut >= 1 and min(scores) >= 0.35, scores  # the cut-off holds
+    assert "weaker matches hidden" in note.inner_text()
+    # Matched words are marked in the best-matching snippet.
+    assert results.first.locator(".aqa-snippet mark").count() >= 1
+    # Lowering the cut-off lists the weak matches too.
+    slider = page.locator("#aqa-min-score input[type=number]")
+    slider.fill("0")
+    slider.press("Enter")
+    page.wait_for_function(
+        "n => document.querySelectorAll('#aqa-paper-results .aqa-result').length > n",
+        arg=n_cut, timeout=30_000)
+    # Sort by title.
+    page.locator("#aqa-sort input").click()
+    page.locator("ul[role=listbox] li", has_text="Title A–Z").click()
+    page.wait_for_timeout(1500)
+    heads = [results.nth(i).locator(".aqa-card-head").inner_text().replace("☆ Save", "")
+             .replace("★ Saved", "").strip().lower() for i in range(results.count())]
+    assert heads == sorted(heads), heads
+    # Filter by source: only the planted paper.
+    page.locator("#aqa-paper-filters").get_by_text("Filters").click()
+    page.locator("#aqa-p-sources label", has_text="planted").click()
+    page.wait_for_function(
+        "document.querySelectorAll('#aqa-paper-results .aqa-result').length === 1",
+        timeout=30_000)
+    assert "Robust HTML" in results.first.inner_text()
+    shot(page, "explorer", readme=True)
+    # Save it, plus one bundled paper; export the saved list three ways.
+    results.first.locator("[data-save]").click()
+    page.locator("#aqa-p-sources label", has_text="planted").click()  # filter off
+    page.wait_for_function(
+        "document.querySelectorAll('#aqa-paper-results .aqa-result').length > 1",
+        timeout=30_000)
+    other = results.filter(has_not_text="Robust HTML").first
+    other.locator("[data-save]").click()
+    page.wait_for_function("document.querySelectorAll('#aqa-saved li').length === 2",
+                           timeout=10_000)
+    rows = list(csv.DictReader(io.StringIO(download(page, "#aqa-saved-csv"))))
+    assert len(rows) == 2 and rows[0]["title"].startswith("Robust HTML")
+    md = download(page, "#aqa-saved-md")
+    assert md.startswith("# Saved papers") and "Robust HTML" in md
+    bib = download(page, "#aqa-saved-bib")
+    assert "author = {Mallory Example and Trent Tester}" in bib
+    # Remove one from the saved list itself.
+    page.locator("#aqa-saved li", has_text="Robust HTML").locator("button").click()
+    page.wait_for_function("document.querySelectorAll('#aqa-saved li').length === 1",
+                           timeout=10_000)
+    page.close()
+
+
+def test_topic_map_click_filters_the_list(server, browser):
+    page = open_app(browser, server)
+    page.get_by_role("tab", name="Papers").click()
+    dots = page.locator("#aqa-topic-map circle")
+    dots.first.wait_for(timeout=60_000)
+    assert dots.count() == 58
+    labels = page.locator("#aqa-topic-map g[data-cluster]")
+    assert labels.count() >= 3
+    label = labels.first
+    size = int(re.search(r"\((\d+)\)", label.text_content()).group(1))
+    label.click()
+    page.wait_for_function(
+        "document.querySelector('#aqa-paper-note').innerText.includes('in topic')",
+        timeout=30_000)
+    assert page.locator("#aqa-paper-results .aqa-result").count() == size
+    assert page.locator("#aqa-topic-map g.is-selected").count() == 1
+    shot(page, "topic-map", readme=True)
+    # The dropdown next to the map does the same; "All topics" lists everything.
+    page.locator("#aqa-topic input").click()
+    page.locator("ul[role=listbox] li", has_text="All topics").click()
+    page.wait_for_function(
+        "!document.querySelector('#aqa-paper-note').innerText.includes('in topic')",
+        timeout=30_000)
+    assert "58 papers" in page.locator("#aqa-paper-note").inner_text()
+    page.close()
+
+
+# ------------------------------------------------- fake engine (no models)
+
+
+def _canned_answer(papers):
+    """A quote-first answer: 3 cited papers, a quote with a URL, a withdrawn sentence."""
+    from rag.types import Answer, Citation, Evidence, SearchHit, SentenceSupport, Timings
+
+    a, b, c = papers[:3]
+    b.abstract = (b.abstract + " Code is at https://shieldagent-aiguard.github.io/.")
+    quote_b = "Code is at https://shieldagent-aiguard.github.io/."
+    sents = [
+        SentenceSupport(f"{a.title} studies diffusion models.", [1], 0.8, True, a.paper_id),
+        SentenceSupport(f"{b.title} releases its code.", [2], 0.7, True, b.paper_id),
+        SentenceSupport(f"{c.title} proves a theorem.", [3], 0.6, True, c.paper_id),
+        SentenceSupport("It also cures cancer.", [], 0.1, False, withdrawn=True,
+                        withdrawn_reason="no abstract states this"),
+    ]
+    first = a.abstract.split(". ")[0] + "."
+    cites = [Citation(1, a, a.abstract, 0.8, relevance=0.62, quotes=[first]),
+             Citation(2, b, b.abstract, 0.7, relevance=0.41, quotes=[quote_b]),
+             Citation(3, c, c.abstract, 0.6, relevance=0.3, quotes=[c.abstract.split(". ")[0]])]
+    ev = [Evidence(1, a.paper_id, first, 0.62), Evidence(2, b.paper_id, quote_b, 0.41)]
+    return lambda q: Answer(q, q, "text", sents, cites,
+                            [SearchHit(p, 0.5, i) for i, p in enumerate(papers[:3], 1)], False,
+                            None, "fake-llm", Timings(1, 2, 3), evidence=ev)
+
+
+@pytest.fixture(scope="module")
+def fake_server():
+    papers = synthetic_papers(3300)
+    eng = FakeEngine(papers, answer=_canned_answer(papers))
+    with running_fake_app(eng) as srv:
+        yield srv
+
+
+def test_citation_markers_scroll_to_cards_and_links_are_clean(fake_server, browser):
+    page = open_app(browser, fake_server)
+    ask(page, "What do these papers do?", n_bot=1)
+    chat = page.locator("#aqa-chatbot")
+    text = chat.inner_text()
+    assert "\\-" not in text and "\\." not in text, text  # no stray backslashes
+    link = chat.locator("a[href^='https://shieldagent-aiguard.github.io']")
+    assert link.count() >= 1 and link.first.inner_text() == "https://shieldagent-aiguard.github.io/"
+    # Withdrawn sentence: still visible, struck through, with its reason.
+    assert chat.locator("del, s").filter(has_text="cures cancer").count() == 1
+    assert "withdrawn: no abstract states this" in text
+    # Quote-first: each cited paper by title with its verbatim quote.
+    assert "Evidence, quoted from the abstracts" in text and "“Code is at" in text
+    panel = page.locator("#aqa-citations")
+    card1 = panel.locator("#aqa-cite-1")
+    assert "Answers the question: strong match" in card1.inner_text()
+    assert "Quote backs the claim: strong" in card1.inner_text()
+    assert "weak match" in panel.locator("#aqa-cite-3").inner_text()
+    # The matched evidence span is marked, not every shared word.
+    assert card1.locator("mark").count() == 1
+    # Clicking [3] scrolls to card 3 and flashes it.
+    page.set_viewport_size({"width": 1400, "height": 500})
+    chat.locator("a[href$='#aqa-cite-3']").first.click()
+    page.wait_for_function(
+        "document.querySelector('#aqa-cite-3').classList.contains('aqa-flash')", timeout=5000)
+    page.wait_for_timeout(800)
+    box = page.locator("#aqa-cite-3").bounding_box()
+    assert box and 0 <= box["y"] < 500, box
+    assert page.url.startswith(fake_server.url)  # no navigation
+    # Follow-ups carry the cited papers, in citation order.
+    ask(page, "What about the second one?", n_bot=2)
+    hist = fake_server.engine.calls[-1]["history"]
+    assert hist[1]["role"] == "assistant" and hist[1]["papers"] == [
+        "syn-00000", "syn-00001", "syn-00002"]
+    page.close()
+
+
+def test_explorer_and_topic_map_at_3300_papers(fake_server, browser):
+    page = open_app(browser, fake_server)
+    page.get_by_role("tab", name="Papers").click()
+    page.locator("#aqa-topic-map circle").first.wait_for(timeout=60_000)
+    assert page.locator("#aqa-topic-map circle").count() == 3300
+    page.wait_for_function(
+        "document.querySelector('#aqa-paper-note').innerText.includes('3300 papers')",
+        timeout=30_000)
+    label = page.locator("#aqa-topic-map g[data-cluster]").nth(1)
+    size = int(re.search(r"\((\d+)\)", label.text_content()).group(1))
+    label.click()
+    page.wait_for_function(
+        "document.querySelector('#aqa-paper-note').innerText.includes('in topic')",
+        timeout=30_000)
+    assert f"{size} papers in topic" in page.locator("#aqa-paper-note").inner_text()
+    page.locator("#aqa-topic input").click()
+    page.locator("ul[role=listbox] li", has_text="All topics").click()
+    page.wait_for_function(
+        "!document.querySelector('#aqa-paper-note').innerText.includes('in topic')",
+        timeout=30_000)
+    query = page.locator("#aqa-paper-query textarea")
+    query.fill("diffusion denoising")
+    query.press("Enter")
+    page.wait_for_function(
+        "document.querySelector('#aqa-paper-note').innerText.includes('match “diffusion')",
+        timeout=30_000)
+    cards = page.locator("#aqa-paper-results .aqa-result")
+    for i in range(2):
+        cards.nth(i).locator("[data-save]").click()
+        page.wait_for_function("n => document.querySelectorAll('#aqa-saved li').length === n",
+                               arg=i + 1, timeout=10_000)
+    bib = download(page, "#aqa-saved-bib")
+    assert bib.count("@inproceedings{") == 2
+    page.locator("#aqa-to-compare").click()
+    page.locator("#aqa-compare-btn").wait_for(state="visible")
+    assert "Diffusion" in page.locator("#aqa-compare-papers").inner_text()
+    page.close()
+
+
+def test_mobile_420px(fake_server, browser):
+    page = browser.context.new_page()
+    page.set_viewport_size({"width": 420, "height": 900})
+    page.goto(fake_server.url)
+    page.wait_for_selector("#aqa-question textarea", timeout=60_000)
+    # Cited papers come before the export buttons.
+    panel_y = page.locator("#aqa-citations").bounding_box()["y"]
+    assert panel_y < page.locator("#aqa-export-md").bounding_box()["y"]
+    # Compare: a dropdown closes after a pick; row headers never overlap cell text.
+    page.get_by_role("tab", name="Compare").click()
+    for text in ("study 0", "study 1"):
+        inp = page.locator("#aqa-compare-papers input")
+        inp.click()
+        inp.fill(text)
+        page.locator("ul[role=listbox] li", has_text=text).first.click()
+        page.locator("ul[role=listbox]").wait_for(state="detached", timeout=3000)
+    page.locator("#aqa-compare-btn").click()
+    table = page.locator("#aqa-compare-out table")
+    table.wait_for(state="visible", timeout=30_000)
+    overlaps = page.evaluate("""() => {
+        const bad = [];
+        for (const tr of document.querySelectorAll('#aqa-compare-out tbody tr')) {
+          const th = tr.querySelector('th').getBoundingClientRect();
+          for (const td of tr.querySelectorAll('td')) {
+            const r = td.getBoundingClientRect();
+            const x = Math.min(th.right, r.right) - Math.max(th.left, r.left);
+            const y = Math.min(th.bottom, r.bottom) - Math.max(th.top, r.top);
+            if (x > 1 && y > 1) bad.push(tr.querySelector('th').innerText);
+          }
+          if (tr.scrollWidth > tr.clientWidth + 1) bad.push('overflow');
+        }
+        return bad;
+    }""")
+    assert overlaps == [], overlaps
+    shot(page, "compare-mobile")
     page.close()
 
 

@@ -94,12 +94,23 @@ class FakeEngine:
 
     def papers(self, query=None, *, limit=None, filters=None):
         ps = [P1, P2, PX]
+        if filters is not None and filters.paper_ids:
+            ps = [p for p in ps if p.paper_id in filters.paper_ids]
         if query:
             ps = [p for p in ps if query.lower() in (p.abstract + p.title).lower()]
         return ps[:limit] if limit else ps
 
-    def search(self, query, *, k=None, filters=None):
+    def search(self, query, *, k=None, filters=None, mode=None):
         return [SearchHit(p, 1.0 / i, i) for i, p in enumerate(self.papers(query, limit=k), 1)]
+
+    def topic_map(self):
+        from rag.topics import TopicCluster, TopicMap, TopicPoint
+
+        return TopicMap("k", "PCA + KMeans(2)",
+                        [TopicPoint("p1", 0.1, 0.2, 0), TopicPoint("p2", 0.2, 0.1, 0),
+                         TopicPoint("px", 0.9, 0.8, 1)],
+                        [TopicCluster(0, "agents · safety", ["agents", "safety"], 2, 0.1, 0.2),
+                         TopicCluster(1, "parsing <b>", ["parsing"], 1, 0.9, 0.8)])
 
     def status(self):
         return CorpusStatus(3, 9, {"icml2025": 3}, "all-MiniLM-L6-v2", "fake", None, "/tmp")
@@ -121,7 +132,7 @@ class FakeEngine:
         finally:
             self.closed = True
 
-    def compare(self, papers=None, *, query=None):
+    def compare(self, papers=None, *, query=None, progress=None):
         self.calls.append({"papers": papers, "query": query})
         if self.fail:
             raise self.fail
@@ -161,6 +172,16 @@ def test_safe_url_only_http():
     assert render.safe_url("data:text/html,hi") is None
 
 
+def test_mark_spans_marks_the_quote_not_words():
+    out = render.mark_spans("First sentence here. Agents follow <safety> rules. Last one.",
+                            ["Agents follow <safety> rules."])
+    assert out.count("<mark") == 1
+    assert '<mark class="aqa-span">Agents follow &lt;safety&gt; rules.</mark>' in out
+    best = render.mark_spans("Cats sleep. Agents obey safety rules always. Dogs run.", [],
+                             ["The agents obey the safety rules."])
+    assert '<mark class="aqa-span">Agents obey safety rules always.</mark>' in best
+
+
 def test_highlight_marks_shared_words_and_escapes():
     out = render.highlight("Safety <rules> for agents.", ["Agents follow safety rules [1]."])
     assert "<mark>Safety</mark>" in out and "<mark>agents</mark>" in out
@@ -173,23 +194,59 @@ def test_highlight_marks_shared_words_and_escapes():
 
 def test_answer_markdown_markers_and_unsupported():
     md = render.answer_markdown(make_answer())
-    assert r"\[1\]" in md  # rendered as a literal [1]
+    assert r"[\[1\]](#aqa-cite-1)" in md  # a literal, clickable [1]
     assert "(unsupported)" in md and "⚠️" in md
     assert "<script" not in md
-    assert "ShieldAgent" in md.split("**Sources:**")[1]
+    evidence = md.split("**Evidence, quoted from the abstracts:**")[1]
+    assert "**ShieldAgent**" in evidence and "“ShieldAgent enforces" in evidence
+
+
+def test_withdrawn_sentence_stays_visible_struck_through():
+    a = make_answer()
+    a.sentences[1].withdrawn = True
+    a.sentences[1].withdrawn_reason = "no abstract states it"
+    md = render.answer_markdown(a)
+    assert "~~It also cures" in md and "*(withdrawn: no abstract states it)*" in md
+
+
+def test_links_render_without_backslashes():
+    md = render.md_with_links("See https://shieldagent-aiguard.github.io/. Or *x*.")
+    assert "[https://shieldagent-aiguard.github.io/](https://shieldagent-aiguard.github.io/)" in md
+    assert md.endswith(r"\. Or \*x\*\.")
+    hostile = render.md_with_links("[a](javascript:alert(1)) <b>x</b>")
+    assert "](javascript" not in hostile and "<b>" not in hostile
+
+
+def test_decline_texts_by_kind():
+    from rag.types import Evidence
+
+    a = make_answer(declined=True)
+    a.decline_kind = "absent"
+    assert "Nothing in the loaded collection is about this" in render.answer_markdown(a)
+    a.decline_kind = "missing_detail"
+    a.evidence = [Evidence(1, "p1", "ShieldAgent enforces safety policy compliance.", 0.6)]
+    md = render.answer_markdown(a)
+    assert "abstract does not state this" in md and "Closest sentence" in md
+    assert "> ShieldAgent enforces" in md
+
+
+def test_interpreted_question_shown():
+    a = make_answer()
+    a.question, a.standalone_question = "And the second one?", "What does MELON propose?"
+    assert render.answer_markdown(a).startswith("_Interpreted as: What does MELON propose?_")
 
 
 def test_rewritten_follow_up_is_shown():
     a = make_answer()
-    assert "understood as" not in render.answer_markdown(a)
+    assert "Interpreted as" not in render.answer_markdown(a)
     a.question, a.standalone_question = "And its results?", "What results does <ShieldAgent> report?"
     md = render.answer_markdown(a)
-    assert md.startswith("_Follow-up understood as: What results does &lt;ShieldAgent&gt;")
+    assert md.startswith("_Interpreted as: What results does &lt;ShieldAgent&gt;")
 
 
 def test_declined_answer_lists_nearest_papers():
     md = render.answer_markdown(make_answer(declined=True))
-    assert "does not cover" in md
+    assert "does not answer" in md
     assert "ShieldAgent" in md and "derived label" in md  # P2's label is marked
     panel = render.citations_panel(make_answer(declined=True))
     assert "Nearest papers" in panel and "<script" not in panel
@@ -197,11 +254,14 @@ def test_declined_answer_lists_nearest_papers():
 
 def test_citations_panel_card():
     panel = render.citations_panel(make_answer())
-    assert 'data-cite="1"' in panel
+    assert 'data-cite="1"' in panel and 'id="aqa-cite-1"' in panel
     assert "Zhaorun Chen, Bo Li" in panel
     assert 'href="https://example.org/p1"' in panel
-    assert "support score 0.80" in panel
-    assert "<mark>ShieldAgent</mark>" in panel and "<mark>compliance</mark>" in panel
+    assert "Quote backs the claim: strong (0.80)" in panel
+    assert "Answers the question: weak match" in panel  # relevance 0.0
+    # The matched evidence span is marked as one span, not word by word.
+    assert panel.count("<mark") == 1
+    assert '<mark class="aqa-span">ShieldAgent enforces safety policy compliance' in panel
     assert "<details" in panel  # full abstract one click away
     derived = render.citation_card(Citation(2, P2, P2.abstract, 0.5), [])
     assert "(derived label)" in derived
@@ -256,10 +316,12 @@ def test_comparison_markdown_and_csv():
     rows = [line for line in md.splitlines() if line.startswith("| ")]
     assert len(rows) == 1 + len(ASPECTS)
     table = list(csv.reader(io.StringIO(export.comparison_csv(cmp))))
-    assert table[0] == ["aspect", "ShieldAgent", "Robust <b>parsing</b> & more"]
-    assert table[1] == ["paper_id", "p1", "px"]
-    assert ["Problem", "problem of one", "parsing | tables"] in table
-    assert table[-1][0] == "synthesis"
+    # One paper per row, one aspect per column; no "(quote)" rows.
+    assert table[0] == ["n", "paper", "paper_id", *[ASPECT_LABELS[a] for a in ASPECTS]]
+    assert len(table) == 3
+    assert table[1][:3] == ["1", "ShieldAgent", "p1"] and table[1][3] == "problem of one"
+    assert table[2][1:4] == ["Robust <b>parsing</b> & more", "px", "parsing | tables"]
+    assert not any("(quote)" in c for r in table for c in r)
 
 
 # ---------------------------------------------------------------- handlers
@@ -298,7 +360,7 @@ def test_respond_uses_plain_history_and_filters():
                       [Turn("What does ShieldAgent do?", first)]))
     call = eng.calls[0]
     assert call["history"] == [{"role": "user", "content": "What does ShieldAgent do?"},
-                               {"role": "assistant", "content": first.text}]
+                               {"role": "assistant", "content": first.text, "papers": ["p1"]}]
     assert call["filters"] == Filters(sources=["icml2025"], years=[2025], paper_ids=["p1"])
 
 
@@ -359,12 +421,61 @@ def test_compare_handler_validates_and_exports():
 
 def test_search_papers_handler():
     ui = AqaUI(FakeEngine())
-    html_out, select, note = ui.search_papers("parsing")
+    html_out, note = ui.search_papers("parsing", min_score=0.0)
     assert "&lt;script&gt;" in html_out and "<script" not in html_out
-    assert [c[1] for c in select.choices] == ["px"] and "1 best matches" in note
-    assert "score 1.00" in html_out
-    html_all, select_all, note_all = ui.search_papers("")
-    assert len(select_all.choices) == 3 and note_all.startswith("3 papers")
+    assert html_out.count('class="aqa-card aqa-result') == 1 and "1 papers match" in note
+    assert "match 1.00" in html_out and "<mark>parsing</mark>" in html_out.split("aqa-snippet")[1]
+    html_all, note_all = ui.search_papers("")
+    assert html_all.count('class="aqa-card aqa-result') == 3 and note_all.startswith("3 papers")
+    assert "topic: agents · safety" in html_all
+
+
+def test_explorer_cutoff_sort_topic_and_saved():
+    ui = AqaUI(FakeEngine())
+    # Scores are 1/rank here: a 0.6 cut-off keeps only the best.
+    eng_hits = ui.search_papers("a", min_score=0.6)
+    assert eng_hits[0].count('class="aqa-card aqa-result') == 1 and "weaker matches hidden" in eng_hits[1]
+    by_title, _ = ui.search_papers("", sort="Title A–Z")
+    order = re.findall(r'data-paper="(\w+)"', by_title)
+    assert order == ["px", "p2", "p1"]  # "Robust…", "safety…", "ShieldAgent" (case-folded)
+    in_topic, note = ui.search_papers("", topic="0")
+    assert re.findall(r'data-paper="(\w+)"', in_topic) == ["p1", "p2"] and "in topic" in note
+    mp, res, _ = ui.topic_view("1", "", "Relevance", 0.35, [], [], [], [])
+    assert 'class="aqa-cluster is-selected" data-cluster="1"' in mp and "px" in res
+    assert "parsing &lt;b&gt;" in mp and "<b>" not in mp
+    saved, html_saved, bib, csv_btn, md_btn, note = ui.toggle_saved("p1|123", [])
+    assert saved == ["p1"] and "ShieldAgent" in html_saved and bib.interactive
+    rows = list(csv.DictReader(io.StringIO(Path(csv_btn.value["path"]).read_text())))
+    assert [r["paper_id"] for r in rows] == ["p1"]
+    saved, *_rest, note = ui.toggle_saved("p2|124", saved)
+    assert saved == ["p1", "p2"] and "BibTeX needs real titles" in note
+    assert ui.toggle_saved("p1|125", saved)[0] == ["p2"]
+    assert ui.clear_saved()[0] == []
+    starred, _ = ui.search_papers("", saved=["px"])
+    assert starred.count("★ Saved") == 1
+
+
+def test_examples_adapt_to_pinned_papers():
+    ui = AqaUI(FakeEngine())
+    assert ui.examples_for([]) == ["What does ShieldAgent do?"]
+    assert ui.examples_for(["p1"])[0] == "Summarize this paper."
+    assert ui.examples_for(["p1", "p2"])[1] == "How do these papers differ?"
+
+
+def test_fake_engines_match_the_engine_api():
+    """The UI's stand-ins keep the real Engine's public methods and keywords."""
+    import inspect
+
+    from rag.engine import Engine
+    from tests.conftest_ui import FakeEngine as E2EFake
+
+    used = ["papers", "search", "status", "example_questions", "ask_stream", "compare",
+            "topic_map"]
+    for fake in (FakeEngine, E2EFake):
+        for name in used:
+            real = inspect.signature(getattr(Engine, name))
+            mine = inspect.signature(getattr(fake, name))
+            assert list(real.parameters) == list(mine.parameters), (fake, name)
 
 
 def test_helpers():
@@ -398,7 +509,8 @@ def test_launch_binds_localhost_with_optional_auth():
         url = f"http://127.0.0.1:{port}/"
         assert httpx.get(url + "config", timeout=10).status_code == 401
         c = Client(url, auth=("ann", "s3cret"), verbose=False)
-        html_out, _select, note = c.predict("parsing", api_name="/search_papers")
-        assert "1 best matches" in note and "&lt;script&gt;" in html_out
+        html_out, note = c.predict("parsing", "Relevance", 0.0, [], [], [], "", [],
+                                   api_name="/search_papers")
+        assert "1 papers match" in note and "&lt;script&gt;" in html_out
     finally:
         app.close()

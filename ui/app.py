@@ -11,7 +11,9 @@ a slow or unreachable model ends in a clear message, never a frozen spinner.
 from __future__ import annotations
 
 import atexit
+import csv
 import html
+import io
 import json
 import logging
 import queue
@@ -37,8 +39,13 @@ from ui import export, render  # noqa: E402
 
 log = logging.getLogger(__name__)
 
-PAPER_LIST_LIMIT = 60  # papers shown in the browser before a search narrows them
-SEARCH_LIMIT = 15
+PAPER_LIST_LIMIT = 60  # papers shown in the explorer before a search or filter narrows them
+SORTS = ["Relevance", "Title A–Z", "Newest first"]
+# Example questions once papers are pinned ("Ask about selected").
+PINNED_EXAMPLES_ONE = ["Summarize this paper.", "What are its limitations?",
+                       "Which datasets or benchmarks does it use?", "What results does it report?"]
+PINNED_EXAMPLES_MANY = ["Summarize these papers.", "How do these papers differ?",
+                        "What are their limitations?", "Which datasets or benchmarks do they use?"]
 
 
 class UITimeout(AqaError):
@@ -200,23 +207,28 @@ class AqaUI:
 
     def engine_history(self, history: list[dict], turns: list[Turn]) -> list[dict]:
         """Conversation for the engine: the plain answer text kept in ``turns``
-        (not the rendered Markdown shown in the chat), skipping failed turns."""
+        (not the rendered Markdown shown in the chat), skipping failed turns.
+        Assistant messages carry ``papers``: the cited paper ids in citation
+        order, so the engine can resolve "the second one"."""
         out: list[dict] = []
         users = [i for i, m in enumerate(history) if m.get("role") == "user"]
         for n, i in enumerate(users):
             question = message_text(history[i].get("content"))
             turn = turns[n] if n < len(turns) else None
+            papers: list[str] = []
             if turn is not None and turn.question == question:
                 if turn.answer is None:
                     continue
                 reply = turn.answer.text
+                cites = sorted(turn.answer.citations, key=lambda c: c.number)
+                papers = list(dict.fromkeys(c.paper.paper_id for c in cites))
             else:  # history the session state does not know (e.g. edited)
                 nxt = history[i + 1] if i + 1 < len(history) else None
                 if nxt is None or nxt.get("role") != "assistant":
                     continue
                 reply = _unrender(message_text(nxt.get("content")))
             out += [{"role": "user", "content": question},
-                    {"role": "assistant", "content": reply}]
+                    {"role": "assistant", "content": reply, "papers": papers}]
         return out
 
     def export_buttons(self, turns: list[Turn]) -> tuple[Any, Any, Any]:
@@ -265,6 +277,11 @@ class AqaUI:
                     yield render.stream_markdown(partial), *waiting
                 elif ev.kind == "status" and not partial:
                     yield f"_{render.md_escape(ev.text)}_", *waiting
+                elif ev.kind == "evidence" and ev.answer is not None:
+                    # Cited papers and their quotes show before the synthesis streams.
+                    yield ("_Evidence found; writing the answer…_" if not partial
+                           else render.stream_markdown(partial),
+                           render.citations_panel(ev.answer, preliminary=True), *waiting[1:])
                 elif ev.kind == "answer":
                     answer = ev.answer
             if answer is None:
@@ -325,44 +342,137 @@ class AqaUI:
 
     # --------------------------------------------------------------- papers
 
-    def search_papers(self, query: str | None) -> tuple[str, Any, str]:
-        """Returns (results html, selectable checkbox group, count line)."""
+    def topic_map(self) -> Any:
+        try:
+            return self.engine.topic_map()
+        except Exception:  # noqa: BLE001 - the map is an extra; the list still works
+            log.warning("topic map unavailable", exc_info=True)
+            return None
+
+    def topic_choices(self, tmap: Any = None) -> list[tuple[str, str]]:
+        tmap = tmap if tmap is not None else self.topic_map()
+        clusters = getattr(tmap, "clusters", []) if tmap is not None else []
+        return [("All topics", "")] + [(f"{c.label} ({c.size})", str(c.cluster))
+                                       for c in clusters]
+
+    def topic_map_html(self, topic: str | None = None) -> str:
+        tmap = self.topic_map()
+        if tmap is None:
+            return render.error_panel("The topic map could not be computed; see the server log.")
+        titles = {p.paper_id: p.display_title for p in self.all_papers()}
+        sel = int(topic) if topic not in (None, "") else None
+        return render.topic_map_svg(tmap, titles, selected=sel)
+
+    def search_papers(self, query: str | None, sort: str | None = "Relevance",
+                      min_score: float | None = None, sources: list[str] | None = None,
+                      venues: list[str] | None = None, years: list[Any] | None = None,
+                      topic: str | None = None,
+                      saved: list[str] | None = None) -> tuple[str, str]:
+        """Explorer: (result cards html, note). Hybrid search with a relevance
+        cut-off when there is a query, else the whole (filtered) collection."""
         query = (query or "").strip()
-        scores: dict[str, float] = {}
+        cutoff = self.settings.ui_min_score if min_score is None else float(min_score)
+        filters = make_filters(sources, venues, years, None)
+        tmap = self.topic_map()  # also names each card's topic
+        labels: dict[str, str] = {}
+        topic_note = ""
+        if tmap is not None:
+            names = {c.cluster: c.label for c in tmap.clusters}
+            labels = {p.paper_id: names.get(p.cluster, "") for p in tmap.points}
+            if topic not in (None, ""):
+                ids = tmap.paper_ids(int(topic))
+                filters = filters or Filters()
+                filters.paper_ids = ids
+                topic_note = f" in topic “{render.md_escape(names.get(int(topic), topic))}”"
         try:
             if query:
-                hits = list(self.engine.search(query, k=SEARCH_LIMIT))
-                papers = [h.paper for h in hits]
-                scores = {h.paper.paper_id: h.score for h in hits}
-                note = f"{len(papers)} best matches for “{render.md_escape(query)}”, best first."
+                hits = list(self.engine.search(query, k=self.settings.ui_search_limit,
+                                               filters=filters))
+                kept = [h for h in hits if h.score >= cutoff]
+                rows = [(h.paper, h.score, h.snippet) for h in kept]
+                hidden = len(hits) - len(kept)
+                note = (f"{len(kept)} papers match “{render.md_escape(query)}”{topic_note} "
+                        f"(score ≥ {cutoff:.2f}"
+                        + (f"; {hidden} weaker matches hidden — lower the cut-off to see them"
+                           if hidden else "") + ").")
             else:
-                all_p = list(self.engine.papers())
-                papers = all_p[:PAPER_LIST_LIMIT]
-                note = f"{len(all_p)} papers, by title" + (
-                    f" (first {PAPER_LIST_LIMIT} shown; search to narrow)."
+                all_p = list(self.engine.papers(filters=filters))
+                rows = [(p, None, _lead(p.abstract)) for p in all_p]
+                note = f"{len(all_p)} papers{topic_note}" + (
+                    f" (first {PAPER_LIST_LIMIT} shown; search or filter to narrow)."
                     if len(all_p) > PAPER_LIST_LIMIT else ".")
         except Exception as e:  # noqa: BLE001
-            return render.error_panel(error_text(e)), gr.CheckboxGroup(choices=[], value=[]), ""
-        return (render.papers_html(papers, scores),
-                gr.CheckboxGroup(choices=self.paper_choices(papers), value=[]), note)
+            return render.error_panel(error_text(e)), ""
+        rows = sort_rows(rows, sort or "Relevance")[:PAPER_LIST_LIMIT]
+        return (render.explorer_html(rows, query=query, saved=saved or [], clusters=labels),
+                note)
+
+    def topic_view(self, topic: str | None, *args: Any) -> tuple[str, str, str]:
+        """A topic picked (dropdown or map label): (map, results, note)."""
+        results, note = self.search_papers(*args[:6], topic, *args[6:])
+        return self.topic_map_html(topic), results, note
+
+    @staticmethod
+    def pick_topic(token: str | None) -> Any:
+        """A click on a map label reports "cluster|time"; select that topic."""
+        cluster = (token or "").split("|")[0]
+        return gr.Dropdown(value=cluster) if cluster.isdigit() else gr.skip()
+
+    def saved_outputs(self, saved: list[str]) -> tuple:
+        """(saved list html, BibTeX, CSV, Markdown downloads, note)."""
+        papers = {p.paper_id: p for p in self.all_papers()}
+        chosen = [papers[i] for i in saved if i in papers]
+        if not chosen:
+            off = gr.DownloadButton(value=None, interactive=False)
+            return render.saved_html([]), off, off, off, ""
+        csv_path = self._write(saved_csv(chosen), "saved-papers", ".csv")
+        md_path = self._write(saved_markdown(chosen), "saved-papers", ".md")
+        citable = [p for p in chosen if not p.title_derived]
+        bib = self._write(export.bibtex(chosen), "saved-papers", ".bib") if citable else None
+        note = "" if len(citable) == len(chosen) else (
+            f"BibTeX needs real titles (paper metadata): {len(chosen) - len(citable)} saved "
+            "paper(s) only have a derived label and are left out of it.")
+        return (render.saved_html(chosen), gr.DownloadButton(value=bib, interactive=bool(bib)),
+                gr.DownloadButton(value=csv_path, interactive=True),
+                gr.DownloadButton(value=md_path, interactive=True), note)
+
+    def toggle_saved(self, token: str | None, saved: list[str] | None) -> tuple:
+        """A card's Save toggle reports "paper_id|time": add or remove it."""
+        pid = (token or "").rsplit("|", 1)[0]
+        saved = list(saved or [])
+        if pid:
+            saved = [i for i in saved if i != pid] if pid in saved else [*saved, pid]
+        return (saved, *self.saved_outputs(saved))
+
+    def clear_saved(self) -> tuple:
+        return ([], *self.saved_outputs([]))
 
     def send_to_compare(self, selected: list[str] | None) -> tuple:
         ids = list(selected or [])
         if len(ids) < 2:
-            gr.Warning("Select at least 2 papers to compare.")
+            gr.Warning("Save at least 2 papers to compare.")
             return gr.skip(), gr.skip()
         if len(ids) > 4:
-            gr.Warning("Compare takes at most 4 papers; using the first 4.")
+            gr.Warning("Compare takes at most 4 papers; using the first 4 saved.")
         return gr.Dropdown(value=ids[:4]), gr.Tabs(selected="compare")
 
     def ask_about(self, selected: list[str] | None) -> tuple:
         ids = list(selected or [])
         if not ids:
-            gr.Warning("Select at least one paper to ask about.")
+            gr.Warning("Save at least one paper to ask about.")
             return gr.skip(), gr.skip(), gr.skip()
-        gr.Info(f"Chat answers now come only from the {len(ids)} selected paper(s); "
+        gr.Info(f"Chat answers now come only from the {len(ids)} saved paper(s); "
                 "clear “Only these papers” in Settings to search everything.")
         return gr.Dropdown(value=ids), gr.Accordion(open=True), gr.Tabs(selected="chat")
+
+    def examples_for(self, pinned: list[str] | None) -> list[str]:
+        """Example questions: about the pinned papers when there are some."""
+        if pinned:
+            return list(PINNED_EXAMPLES_ONE if len(pinned) == 1 else PINNED_EXAMPLES_MANY)
+        return self.example_questions()
+
+    def pinned_changed(self, pinned: list[str] | None) -> Any:
+        return gr.Chatbot(examples=[{"text": q} for q in self.examples_for(pinned)])
 
     def refresh(self) -> tuple:
         """On page load: corpus status and the choices that depend on it."""
@@ -376,7 +486,51 @@ class AqaUI:
             gr.CheckboxGroup(choices=sources),
             gr.Dropdown(choices=venues),
             gr.Dropdown(choices=years),
+            gr.CheckboxGroup(choices=sources),
+            gr.Dropdown(choices=venues),
+            gr.Dropdown(choices=years),
+            gr.Dropdown(choices=self.topic_choices()),
+            self.topic_map_html(None),
         )
+
+
+def _lead(abstract: str, limit: int = 300) -> str:
+    """The abstract's first sentences, whole, up to about ``limit`` characters."""
+    out = ""
+    for sent in re.split(r"(?<=[.!?])\s+", abstract or ""):
+        if out and len(out) + len(sent) > limit:
+            break
+        out = f"{out} {sent}".strip()
+    return out
+
+
+def sort_rows(rows: list[tuple[Paper, float | None, str]],
+              sort: str) -> list[tuple[Paper, float | None, str]]:
+    if sort == "Title A–Z":
+        return sorted(rows, key=lambda r: r[0].title.lower())
+    if sort == "Newest first":
+        return sorted(rows, key=lambda r: (-(r[0].year or 0), r[0].title.lower()))
+    return rows  # relevance: search order (titles when there is no query)
+
+
+def saved_csv(papers: list[Paper]) -> str:
+    """The saved list as CSV: one paper per row (cells neutralised as in ui.export)."""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["paper_id", "title", "title_derived", "authors", "venue", "year", "source",
+                "url", "abstract"])
+    for p in papers:
+        w.writerow([export.csv_cell(v) for v in (
+            p.paper_id, p.title, p.title_derived, "; ".join(p.authors), p.venue or "",
+            p.year or "", p.source, p.url or "", p.abstract)])
+    return buf.getvalue()
+
+
+def saved_markdown(papers: list[Paper]) -> str:
+    """The saved list as Markdown (escaped as in ui.export)."""
+    out = ["# Saved papers", ""]
+    out += [f"{i}. {export._paper_line(p)}" for i, p in enumerate(papers, 1)]
+    return "\n".join(out) + "\n"
 
 
 def build_app(engine: Any, settings: Settings | None = None) -> gr.Blocks:
@@ -441,17 +595,18 @@ def build_app(engine: Any, settings: Settings | None = None) -> gr.Blocks:
                             api_name="chat",
                             analytics_enabled=False,
                             fill_height=False,
-                            concurrency_limit=s.ui_concurrency,
+                            concurrency_limit=s.llm_concurrency,
                         )
                     with gr.Column(scale=2):
                         with gr.Row():
                             new_chat = gr.Button("New chat", size="sm", elem_id="aqa-new-chat")
+                        # Cited papers first: on a phone they come before the exports.
+                        panel.render()
                         gr.Markdown("Export conversation:")
                         with gr.Row():
                             dl_md.render()
                             dl_json.render()
                             dl_bib.render()
-                        panel.render()
                         result.render()
                 reset_outputs = [chat.chatbot, chat.chatbot_state, turns, panel,
                                  dl_md, dl_json, dl_bib, result, chat.textbox]
@@ -479,31 +634,88 @@ def build_app(engine: Any, settings: Settings | None = None) -> gr.Blocks:
                                 elem_id="aqa-compare-out")
                 gr.on([c_btn.click, c_query.submit], ui.compare, [c_papers, c_query],
                       [c_out, c_md, c_csv], api_name="compare", show_progress="full",
-                      concurrency_limit=s.ui_concurrency)
+                      concurrency_limit=s.llm_concurrency)
 
             with gr.Tab("Papers", id="papers"):
                 status_md = gr.Markdown(ui.status_markdown(), elem_id="aqa-status")
+                saved = gr.State([])
                 with gr.Row():
                     p_query = gr.Textbox(label="Search the collection (hybrid search)",
                                          elem_id="aqa-paper-query", scale=4)
                     p_btn = gr.Button("Search", elem_id="aqa-paper-search", scale=1)
-                p_note = gr.Markdown(elem_id="aqa-paper-note")
-                p_select = gr.CheckboxGroup([], label="Select papers", elem_id="aqa-paper-select")
                 with gr.Row():
-                    p_to_compare = gr.Button("Compare selected", elem_id="aqa-to-compare")
-                    p_to_chat = gr.Button("Ask about selected", elem_id="aqa-to-chat")
-                p_results = gr.HTML(elem_id="aqa-paper-results")
-                gr.on([p_btn.click, p_query.submit], ui.search_papers, [p_query],
-                      [p_results, p_select, p_note], api_name="search_papers")
-                p_to_compare.click(ui.send_to_compare, [p_select], [c_papers, tabs],
+                    p_sort = gr.Dropdown(SORTS, value=SORTS[0], label="Sort by",
+                                         elem_id="aqa-sort", filterable=False)
+                    p_min = gr.Slider(0.0, 1.0, value=s.ui_min_score, step=0.05,
+                                      label="Relevance cut-off: hide matches scoring below",
+                                      elem_id="aqa-min-score")
+                with gr.Accordion("Filters: source, venue, year", open=False,
+                                  elem_id="aqa-paper-filters"):
+                    p_sources = gr.CheckboxGroup(sources, label="Sources (none = all)",
+                                                 elem_id="aqa-p-sources")
+                    with gr.Row():
+                        p_venues = gr.Dropdown(venues, multiselect=True, value=[],
+                                               label="Venues (none = all)", elem_id="aqa-p-venues")
+                        p_years = gr.Dropdown(years, multiselect=True, value=[],
+                                              label="Years (none = all)", elem_id="aqa-p-years")
+                with gr.Accordion("Topic map", open=True, elem_id="aqa-topic-acc"):
+                    with gr.Row(equal_height=False):
+                        p_map = gr.HTML(ui.topic_map_html(None), elem_id="aqa-topic-map")
+                    p_topic = gr.Dropdown(ui.topic_choices(), value="", label="Topic",
+                                          elem_id="aqa-topic", filterable=True)
+                p_note = gr.Markdown(elem_id="aqa-paper-note")
+                with gr.Row(equal_height=False):
+                    with gr.Column(scale=3):
+                        p_results = gr.HTML(elem_id="aqa-paper-results")
+                    with gr.Column(scale=2, elem_id="aqa-saved-col"):
+                        p_saved = gr.HTML(render.saved_html([]), elem_id="aqa-saved")
+                        with gr.Row():
+                            p_to_compare = gr.Button("Compare saved", size="sm",
+                                                     elem_id="aqa-to-compare")
+                            p_to_chat = gr.Button("Ask about saved", size="sm",
+                                                  elem_id="aqa-to-chat")
+                            p_clear = gr.Button("Clear", size="sm", elem_id="aqa-clear-saved")
+                        gr.Markdown("Export saved list:")
+                        with gr.Row():
+                            s_bib = gr.DownloadButton("BibTeX", interactive=False, size="sm",
+                                                      elem_id="aqa-saved-bib")
+                            s_csv = gr.DownloadButton("CSV", interactive=False, size="sm",
+                                                      elem_id="aqa-saved-csv")
+                            s_md = gr.DownloadButton("Markdown", interactive=False, size="sm",
+                                                     elem_id="aqa-saved-md")
+                        s_note = gr.Markdown(elem_id="aqa-saved-note")
+                # Reported by the page script (card Save toggles, map label clicks).
+                save_toggle = gr.Textbox(elem_id="aqa-save-toggle", elem_classes="aqa-hidden",
+                                         show_label=False, container=False)
+                topic_pick = gr.Textbox(elem_id="aqa-topic-pick", elem_classes="aqa-hidden",
+                                        show_label=False, container=False)
+
+                explore_in = [p_query, p_sort, p_min, p_sources, p_venues, p_years, p_topic,
+                              saved]
+                gr.on([p_btn.click, p_query.submit, p_sort.change, p_min.release,
+                       p_sources.change, p_venues.change, p_years.change],
+                      ui.search_papers, explore_in, [p_results, p_note],
+                      api_name="search_papers")
+                p_topic.change(ui.topic_view, [p_topic, *explore_in[:6], saved],
+                               [p_map, p_results, p_note], api_visibility="private")
+                topic_pick.change(ui.pick_topic, [topic_pick], [p_topic],
+                                 api_visibility="private")
+                saved_out = [saved, p_saved, s_bib, s_csv, s_md, s_note]
+                save_toggle.change(ui.toggle_saved, [save_toggle, saved], saved_out,
+                                  api_visibility="private")
+                p_clear.click(ui.clear_saved, None, saved_out, api_visibility="private").then(
+                    ui.search_papers, explore_in, [p_results, p_note], api_visibility="private")
+                p_to_compare.click(ui.send_to_compare, [saved], [c_papers, tabs],
                                    api_visibility="private")
-                p_to_chat.click(ui.ask_about, [p_select], [f_papers, settings_acc, tabs],
+                p_to_chat.click(ui.ask_about, [saved], [f_papers, settings_acc, tabs],
+                                api_visibility="private")
+                f_papers.change(ui.pinned_changed, [f_papers], [chat.chatbot],
                                 api_visibility="private")
 
-        app.load(ui.refresh, None, [status_md, c_papers, f_papers, f_sources, f_venues, f_years],
+        app.load(ui.refresh, None, [status_md, c_papers, f_papers, f_sources, f_venues, f_years,
+                                    p_sources, p_venues, p_years, p_topic, p_map],
                  api_visibility="private")
-        app.load(ui.search_papers, [p_query], [p_results, p_select, p_note],
-                 api_visibility="private")
+        app.load(ui.search_papers, explore_in, [p_results, p_note], api_visibility="private")
     return app
 
 
@@ -527,6 +739,7 @@ def launch(app: gr.Blocks, settings: Settings, *, port: int | None = None,
         mcp_server=False,
         footer_links=["api"],
         css=render.CSS,
+        head=render.JS,  # clickable [n], Save toggles, topic-map clicks
         quiet=not block,
     )
 
