@@ -45,3 +45,8 @@ class LLMCancelled(LLMError):
 
 class PaperNotFoundError(AqaError):
     """A paper reference (id, label or title) matched nothing."""
+
+
+class IndexDamagedError(AqaError):
+    """A part of the index (the catalog, the vector store) is damaged or
+    missing; the message names the file and the fix (``aqa ingest --rebuild``)."""

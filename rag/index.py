@@ -9,8 +9,11 @@ cheap "list ids" for reconciling after an interrupted ingest.
 
 from __future__ import annotations
 
+import logging
+import shutil
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,11 +22,16 @@ import numpy as np
 from rag.config import Settings
 from rag.corpus import content_hash, load_corpus
 from rag.embed import CachedEmbedder
-from rag.errors import AqaError, IndexMismatchError
-from rag.store import Catalog
+from rag.errors import AqaError, IndexDamagedError, IndexMismatchError
+from rag.store import Catalog, damaged_message, sqlite_problem
 from rag.types import IngestReport, Paper
 
 BATCH_PAPERS = 32
+log = logging.getLogger(__name__)
+
+
+def _sidecars(db: Path) -> list[Path]:
+    return [db.with_name(db.name + suffix) for suffix in ("-wal", "-shm")]
 
 
 class Chunker:
@@ -70,29 +78,170 @@ def make_chroma_client(settings: Settings):
     return chromadb.PersistentClient(path=str(settings.data_dir / "chroma"), settings=cs)
 
 
+@dataclass
+class IndexHealth:
+    """What ``aqa status`` prints about the index: ``ok`` and one line per part."""
+
+    ok: bool
+    catalog: str
+    vectors: str
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def summary(self) -> str:
+        return "ok" if self.ok else self.problems[0]
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "catalog": self.catalog, "vectors": self.vectors,
+                "problems": list(self.problems)}
+
+
 class VectorIndex:
-    """Chroma collection + catalog for one data dir."""
+    """Chroma collection + catalog for one data dir.
+
+    Both open lazily, on first use, with a health check: a damaged catalog
+    (``PRAGMA quick_check``) or vector store raises ``IndexDamagedError`` (one
+    line naming the file and the fix) from whatever touched it first, and the
+    vector count must agree with the catalog before a search may run, so a
+    deleted ``chroma/`` never degrades silently to keyword-only results.
+    ``ingest(rebuild=True)`` moves damaged parts aside and always recovers."""
 
     def __init__(self, settings: Settings, embedder: Callable[[], CachedEmbedder]) -> None:
         self.settings = settings
-        self.catalog = Catalog(settings.data_dir / "catalog.sqlite")
         self._embedder_factory = embedder
-        self._client = make_chroma_client(settings)
-        self._open_collections()
+        self._catalog: Catalog | None = None
+        self._client = None
+        self._collection = None
+        self._paper_collection = None
+        self._verified: tuple | None = None  # catalog counts the vector store agreed with
+
+    # --- lazy parts ---
+    @property
+    def catalog_path(self) -> Path:
+        return self.settings.data_dir / "catalog.sqlite"
+
+    @property
+    def chroma_path(self) -> Path:
+        return self.settings.data_dir / "chroma"
+
+    @property
+    def catalog(self) -> Catalog:
+        if self._catalog is None:
+            self._catalog = Catalog(self.catalog_path)
+        return self._catalog
+
+    @property
+    def collection(self):
+        if self._collection is None:
+            self._open_collections()
+        return self._collection
+
+    @property
+    def paper_collection(self):
+        if self._paper_collection is None:
+            self._open_collections()
+        return self._paper_collection
 
     def _open_collections(self) -> None:
         s = self.settings
-        self.collection = self._client.get_or_create_collection(
-            s.collection, metadata={"hnsw:space": "cosine"}, embedding_function=None
-        )
-        # One vector per paper: the normalised mean of its chunk vectors, which
-        # matches "which paper does X" questions that describe a whole abstract.
-        self.paper_collection = self._client.get_or_create_collection(
-            f"{s.collection}_papers", metadata={"hnsw:space": "cosine"}, embedding_function=None
-        )
+        try:
+            if self._client is None:
+                self._client = make_chroma_client(s)
+            coll = self._client.get_or_create_collection(
+                s.collection, metadata={"hnsw:space": "cosine"}, embedding_function=None
+            )
+            # One vector per paper: the normalised mean of its chunk vectors, which
+            # matches "which paper does X" questions that describe a whole abstract.
+            papers = self._client.get_or_create_collection(
+                f"{s.collection}_papers", metadata={"hnsw:space": "cosine"},
+                embedding_function=None,
+            )
+            coll.count()
+        except AqaError:
+            raise
+        except Exception as e:
+            raise IndexDamagedError(self._chroma_message(e)) from None
+        self._collection, self._paper_collection = coll, papers
+
+    def _chroma_message(self, e: Exception) -> str:
+        if self.settings.chroma_host:
+            return (f"The Chroma server at {self.settings.chroma_host}:{self.settings.chroma_port} "
+                    f"failed ({e.__class__.__name__}: {str(e)[:160]}).")
+        return (f"The vector store {self.chroma_path / 'chroma.sqlite3'} is damaged "
+                f"({e.__class__.__name__}: {str(e)[:160]}): run `aqa ingest --rebuild` to move "
+                "it aside and rebuild the index from the corpus.")
+
+    # --- health ---
+    def health(self) -> IndexHealth:
+        """Check every part now; never raises."""
+        problems: list[str] = []
+        catalog = vectors = "unknown"
+        counts = None
+        try:
+            counts = self.catalog.counts()
+            catalog = f"ok ({counts[0]} papers, {counts[1]} chunks; {self.catalog_path})"
+        except AqaError as e:
+            catalog = "damaged"
+            problems.append(str(e))
+        except Exception as e:  # damage quick_check missed
+            catalog = "damaged"
+            problems.append(damaged_message(self.catalog_path, str(e)))
+        try:
+            n_vec, n_pvec = self.collection.count(), self.paper_collection.count()
+            vectors = f"{n_vec} chunk vectors, {n_pvec} paper vectors"
+            if counts is not None:
+                problem = self._count_problem(counts, n_vec, n_pvec)
+                if problem:
+                    problems.append(problem)
+                    vectors += " (incomplete)"
+                else:
+                    vectors = "ok (" + vectors + ")"
+        except AqaError as e:
+            vectors = "damaged"
+            problems.append(str(e))
+        except Exception as e:
+            vectors = "damaged"
+            problems.append(self._chroma_message(e))
+        return IndexHealth(ok=not problems, catalog=catalog, vectors=vectors, problems=problems)
+
+    def _count_problem(self, counts: tuple[int, int], n_vec: int, n_pvec: int) -> str | None:
+        """Fewer vectors than the catalog lists means a lost or replaced store.
+        (More is fine: a writer adds vectors before committing the catalog.)"""
+        papers, chunks = counts
+        if n_vec >= chunks and n_pvec >= papers:
+            return None
+        where = (f"the Chroma server at {self.settings.chroma_host}:{self.settings.chroma_port}"
+                 if self.settings.chroma_host else f"the vector store {self.chroma_path}")
+        return (f"{where[0].upper()}{where[1:]} holds {n_vec} of the {chunks} chunk vectors "
+                f"(and {n_pvec} of {papers} paper vectors) the catalog lists: it is missing or "
+                "was replaced. Run `aqa ingest --rebuild` to rebuild it from the corpus "
+                "(cached embeddings are reused).")
+
+    def ensure_healthy(self) -> None:
+        """Raise ``IndexDamagedError`` unless the catalog and the vectors agree;
+        cheap when nothing changed since the last check."""
+        counts = self.catalog.counts()
+        if counts == self._verified or counts[1] == 0:
+            return
+        try:
+            n_vec, n_pvec = self.collection.count(), self.paper_collection.count()
+        except AqaError:
+            raise
+        except Exception as e:
+            raise IndexDamagedError(self._chroma_message(e)) from None
+        problem = self._count_problem(counts, n_vec, n_pvec)
+        if problem:
+            raise IndexDamagedError(problem)
+        self._verified = counts
 
     # --- model guard ---
     def check_model(self, model_name: str) -> None:
+        """Before every search/answer: the index is healthy and was built with
+        this embedding model."""
+        self.ensure_healthy()
+        self._check_model_name(model_name)
+
+    def _check_model_name(self, model_name: str) -> None:
         built = self.catalog.get_meta("embed_model")
         if built and built != model_name and self.catalog.counts()[0]:
             base = "all-MiniLM-L6-v2"
@@ -106,11 +255,63 @@ class VectorIndex:
                 "use another --data-dir."
             )
 
-    def rebuild(self) -> None:
-        for name in (self.settings.collection, f"{self.settings.collection}_papers"):
-            self._client.delete_collection(name)
-        self._open_collections()
+    def rebuild(self) -> Path | None:
+        """Empty the index. Damaged parts (catalog, vector store, BM25 files,
+        an unsound embedding cache) are first moved aside to
+        ``<data_dir>/backup-<timestamp>/``, which is returned (None when
+        nothing was damaged)."""
+        damaged: list[Path] = []
+        try:
+            _ = self.catalog
+        except IndexDamagedError:
+            damaged += [self.catalog_path, *_sidecars(self.catalog_path)]
+        chroma_ok = True
+        try:
+            _ = self.collection
+        except IndexDamagedError:
+            chroma_ok = False
+            if self.settings.chroma_host:
+                raise
+            damaged.append(self.chroma_path)
+        cache = self.settings.data_dir / "embed_cache.sqlite"
+        if sqlite_problem(cache):
+            damaged += [cache, *_sidecars(cache)]
+        backup = None
+        if damaged:
+            backup = self.settings.data_dir / f"backup-{datetime.now():%Y%m%d-%H%M%S}"
+            backup.mkdir(parents=True, exist_ok=True)
+            if not chroma_ok:
+                self._release_chroma()
+            if self._catalog is not None and self.catalog_path in damaged:
+                self._catalog.close()
+                self._catalog = None
+            for p in [*damaged, self.lexical_dir]:
+                if p.exists():
+                    shutil.move(str(p), str(backup / p.name))
+            self._verified = None
+            log.warning("moved damaged index files to %s", backup)
+        if chroma_ok:
+            for name in (self.settings.collection, f"{self.settings.collection}_papers"):
+                self._client.delete_collection(name)
+            self._collection = self._paper_collection = None
         self.catalog.clear()
+        self._open_collections()
+        return backup
+
+    def _release_chroma(self) -> None:
+        """Forget this process's (broken) embedded Chroma system for our path,
+        so the next client opens the files afresh."""
+        from chromadb.api.shared_system_client import SharedSystemClient as C
+
+        key = str(self.chroma_path)
+        system = C._identifier_to_system.pop(key, None)
+        C._identifier_to_refcount.pop(key, None)
+        if system is not None:
+            try:
+                system.stop()
+            except Exception:  # a broken system may fail to stop; it is dropped anyway
+                pass
+        self._client = self._collection = self._paper_collection = None
 
     # --- ingest ---
     def ingest(
@@ -123,13 +324,15 @@ class VectorIndex:
         progress: bool = True,
     ) -> IngestReport:
         t0 = time.perf_counter()
-        if rebuild:
-            self.rebuild()
-        self.check_model(model_name)
+        backup = self.rebuild() if rebuild else None
+        self._check_model_name(model_name)  # no health check: ingest repairs missing vectors
         loaded = load_corpus(paths, dedup_threshold=self.settings.dedup_threshold)
         report = IngestReport(
             errors=[str(e) for e in loaded.errors], duplicates_merged=loaded.duplicates_merged
         )
+        if backup is not None:
+            report.errors.insert(0, f"{backup}: damaged index files were moved here; the index "
+                                    "was rebuilt from the corpus")
         self.catalog.set_meta(embed_model=model_name)
         old = self.catalog.hashes()
         self._drop_orphans()
@@ -139,9 +342,12 @@ class VectorIndex:
         # A paper without its centroid vector (an index from before centroids)
         # is redone; its chunk vectors come from the cache.
         centroids = self._ids(self.paper_collection)
+        # Fewer chunk vectors than the catalog lists (a lost vector store):
+        # redo every paper; the embedding cache makes that cheap.
+        vectors_ok = self.collection.count() >= self.catalog.counts()[1]
         for p in loaded.papers:
             h = content_hash(p)
-            if old.get(p.paper_id) == h and p.paper_id in centroids:
+            if old.get(p.paper_id) == h and p.paper_id in centroids and vectors_ok:
                 report.papers_unchanged += 1
                 meta_only.append(p)  # provenance/links may have changed; cheap to refresh
             else:

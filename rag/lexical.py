@@ -35,6 +35,10 @@ def corpus_key(chunk_ids: Sequence[str]) -> str:
     return h.hexdigest()[:32]
 
 
+def _quiet() -> None:
+    logging.getLogger("bm25s").setLevel(logging.WARNING)  # its DEBUG lines flood CLI output
+
+
 def _stemmer():
     import Stemmer
 
@@ -55,6 +59,8 @@ class Lexical:
     @classmethod
     def build(cls, texts: Sequence[str], key: str) -> Lexical:
         import bm25s
+
+        _quiet()
 
         tokens = bm25s.tokenize(list(texts), stopwords="en", stemmer=_STEMMER.get(),
                                 show_progress=False)

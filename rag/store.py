@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
+from rag.errors import IndexDamagedError
 from rag.types import Paper
 
 SCHEMA = """
@@ -25,13 +26,41 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 """
 
 
+def damaged_message(path: Path, reason: str) -> str:
+    return (f"The catalog {path} is damaged ({reason}): run `aqa ingest --rebuild` to move it "
+            "aside and rebuild the index from the corpus.")
+
+
+def sqlite_problem(path: Path) -> str | None:
+    """Why the sqlite file at ``path`` is unusable (``PRAGMA quick_check``), or None."""
+    if not path.exists():
+        return None
+    try:
+        db = sqlite3.connect(path)
+        try:
+            rows = db.execute("PRAGMA quick_check").fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error as e:
+        return str(e)
+    result = "; ".join(str(r[0]) for r in rows[:3])
+    return None if result == "ok" else f"quick_check: {result}"
+
+
 class Catalog:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._db = sqlite3.connect(path, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(SCHEMA)
+        # Health on open: a damaged file is one clear line, never a traceback.
+        problem = sqlite_problem(path)
+        if problem:
+            raise IndexDamagedError(damaged_message(path, problem))
+        try:
+            self._db = sqlite3.connect(path, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.executescript(SCHEMA)
+        except sqlite3.DatabaseError as e:
+            raise IndexDamagedError(damaged_message(path, str(e))) from None
         self._lock = threading.Lock()
         # Reads that every query makes (meta, counts) are cached until the file
         # changes: PRAGMA data_version moves on another connection's commit,
@@ -174,6 +203,10 @@ class Catalog:
                 self._db.execute("DELETE FROM chunks WHERE paper_id=?", (pid,))
                 self._db.execute("DELETE FROM papers WHERE paper_id=?", (pid,))
             self._bump()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
 
     def clear(self) -> None:
         with self._lock, self._db:
