@@ -245,6 +245,9 @@ class OpenAILLM:
         self.name = f"openai:{settings.openai_model}"
         self._where = settings.openai_base_url or "api.openai.com"
         self._schema_ok = True  # False once the server rejected response_format
+        # At most llm_concurrency streams at once from this process, whichever
+        # UI event or CLI thread asks (AQA_UI_CONCURRENCY / _SERVER_LLM_CONCURRENCY).
+        self._slots = threading.BoundedSemaphore(max(1, settings.llm_concurrency))
         self._client = openai.OpenAI(
             # Local servers accept any key; the client insists on one.
             api_key=settings.openai_api_key or "not-needed",
@@ -340,6 +343,28 @@ class OpenAILLM:
         self, messages: Messages, *, max_tokens: int, temperature: float,
         json_schema: dict | None = None, cancel: threading.Event | None = None,
     ) -> Iterator[str]:
+        self._take_slot(cancel)
+        try:
+            yield from self._stream(messages, max_tokens, temperature, json_schema, cancel)
+        finally:
+            self._slots.release()
+
+    def _take_slot(self, cancel: threading.Event | None) -> None:
+        s = self._settings
+        give_up = time.monotonic() + max(s.llm_timeout, s.ui_timeout)
+        while not self._slots.acquire(timeout=0.1):
+            _check_cancel(cancel)
+            if time.monotonic() > give_up:
+                raise self._fail(f"{s.llm_concurrency} requests were already running for too "
+                                 "long (AQA_UI_CONCURRENCY); try again shortly")
+        try:
+            _check_cancel(cancel)
+        except LLMCancelled:
+            self._slots.release()
+            raise
+
+    def _stream(self, messages: Messages, max_tokens: int, temperature: float,
+                json_schema: dict | None, cancel: threading.Event | None) -> Iterator[str]:
         import openai
 
         attempts = max(0, self._settings.llm_retries) + 1

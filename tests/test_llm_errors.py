@@ -45,6 +45,9 @@ class FaultServer(ThreadingHTTPServer):
     def url(self, mode: str) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/{mode}/v1"
 
+    def handle_error(self, request, client_address) -> None:
+        pass  # clients hang up on purpose here (cancel, timeout)
+
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -405,3 +408,73 @@ def test_local_waiter_honours_cancel(tmp_path):
                              cancel=ev))
     assert time.monotonic() - t0 < 2
     holder.close()
+
+
+# ------------------------------------------------- engine and UI integration
+
+
+def test_long_question_is_cut_with_a_note(fake_engine):
+    from tests.fakes import FakeLLM
+
+    llm = FakeLLM("ShieldAgent enforces safety policies [1].")
+    eng = fake_engine(llm=llm, max_question_chars=2000)
+    question = "What does ShieldAgent do? " + "padding " * 25_000  # ~200 kB
+    events = list(eng.ask_stream(question))
+    notes = [e.text for e in events if e.kind == "status" and "AQA_MAX_QUESTION_CHARS" in e.text]
+    assert notes and "first 2,000" in notes[0]
+    assert events[-1].kind == "answer"
+    for messages in llm.calls:  # nothing longer than the cut question reached the model
+        assert sum(len(m["content"]) for m in messages) < 2000 + 20_000
+
+
+def test_timed_out_compare_releases_the_llm(server, fake_engine):
+    """run_with_deadline around a single engine.compare call: at the deadline
+    the LLM stream stops at its next token (the HTTP stream is closed)."""
+    from ui.app import UITimeout, run_with_deadline
+
+    server.disconnected.clear()
+    eng = fake_engine(llm=_llm(server.url("slow"), llm_timeout=30))
+    t0 = time.monotonic()
+    with pytest.raises(UITimeout):
+        list(run_with_deadline(lambda: [eng.compare(query="agents safety")], 1.0,
+                               what="The comparison"))
+    assert server.disconnected.wait(5), "the comparison kept the LLM busy after its deadline"
+    assert time.monotonic() - t0 < 6  # the slow reply alone would take 10 s
+
+
+@pytest.mark.slow
+def test_real_local_model_context_overflow():
+    """The real llama.cpp error ('Requested tokens (N) exceed context window')
+    becomes one line, and the model answers the next request."""
+    llm = make_llm(Settings(_env_file=None, local_model="smollm2-135m", llm_context=512,
+                            llm_provider="local"))
+    with pytest.raises(LLMError) as e:
+        list(llm.stream_chat([{"role": "user", "content": "word " * 5000}], max_tokens=5,
+                             temperature=0))
+    msg = str(e.value)
+    assert "does not fit its context window" in msg and "\n" not in msg, msg
+    assert "".join(llm.stream_chat([{"role": "user", "content": "Say hi."}], max_tokens=5,
+                                   temperature=0))
+
+
+def test_server_concurrency_is_capped():
+    """However many callers, at most llm_concurrency streams reach the server."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from eval.load import FakeOpenAI
+
+    srv = FakeOpenAI(delay=0.4)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        llm = _llm(srv.url, ui_concurrency=2, llm_timeout=10)
+
+        def ask(_: int) -> str:
+            return "".join(llm.stream_chat([{"role": "user", "content": "hi"}], max_tokens=5,
+                                           temperature=0))
+
+        with ThreadPoolExecutor(6) as pool:
+            replies = list(pool.map(ask, range(6)))
+        assert all(r for r in replies) and srv.requests == 6
+        assert srv.peak == 2
+    finally:
+        srv.shutdown()
