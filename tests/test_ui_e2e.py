@@ -177,7 +177,7 @@ def test_planted_abstract_renders_as_text_and_ask_about_it(server, browser):
     query.press("Enter")
     results = page.locator("#aqa-paper-results")
     page.wait_for_function(
-        "document.querySelector('#aqa-paper-note').innerText.includes('best matches')",
+        "document.querySelector('#aqa-paper-note').innerText.includes('papers match')",
         timeout=60_000,
     )
     card = results.locator(".aqa-card").first  # hybrid search ranks it first
@@ -266,7 +266,7 @@ def test_search_select_and_send_to_compare(server, browser):
     query.fill("prompt injection attacks on web agents")
     query.press("Enter")
     page.wait_for_function(
-        "document.querySelector('#aqa-paper-note').innerText.includes('best matches')",
+        "document.querySelector('#aqa-paper-note').innerText.includes('papers match')",
         timeout=60_000,
     )
     text = page.locator("#aqa-paper-results").inner_text()
@@ -284,7 +284,7 @@ def test_search_select_and_send_to_compare(server, browser):
     page.locator("#aqa-compare-btn").wait_for(state="visible")
     picked = page.locator("#aqa-compare-papers").inner_text()
     for c in chosen:
-        title = c.replace("★ Saved", "").replace("(derived label)", "").strip()
+        title = c.replace("★ Saved", "").replace("☆ Save", "").replace("(derived label)", "").strip()
         assert title[:20] in picked, (title, picked)
     page.close()
 
@@ -321,7 +321,12 @@ def test_explorer_cutoff_sort_filters_and_saved_exports(server, browser):
     heads = [results.nth(i).locator(".aqa-card-head").inner_text().replace("☆ Save", "")
              .replace("★ Saved", "").strip().lower() for i in range(results.count())]
     assert heads == sorted(heads), heads
-    # Filter by source: only the planted paper.
+    # Filter by source (no query): only the planted paper.
+    query.fill("")
+    query.press("Enter")
+    page.wait_for_function(
+        "document.querySelector('#aqa-paper-note').innerText.startsWith('58 papers')",
+        timeout=30_000)
     page.locator("#aqa-paper-filters").get_by_text("Filters").click()
     page.locator("#aqa-p-sources label", has_text="planted").click()
     page.wait_for_function(
