@@ -284,7 +284,10 @@ class OpenAILLM:
             return LLMError(f"Model '{s.openai_model}' not found at {self._where}: check "
                             "AQA_OPENAI_MODEL.", where=self._where, reason="HTTP 404")
         if isinstance(e, openai.APIStatusError):
-            message = _short(e.message)
+            body = e.body if isinstance(e.body, dict) else {}
+            err = body.get("error", body)
+            said = err.get("message") if isinstance(err, dict) else None
+            message = _short(said if isinstance(said, str) and said else e.message)
             overflow = _overflow_reason(message) if e.status_code in (400, 413) else None
             return self._fail(overflow or f"HTTP {e.status_code}: {message}")
         return self._fail(_short(e))

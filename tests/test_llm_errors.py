@@ -478,3 +478,8 @@ def test_server_concurrency_is_capped():
         assert srv.peak == 2
     finally:
         srv.shutdown()
+
+
+def test_http_error_shows_the_servers_message(server):
+    msg = _fail(server.url("500"))
+    assert msg.endswith("failed: HTTP 500: nope"), msg
