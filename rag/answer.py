@@ -26,11 +26,19 @@ import numpy as np
 from rag import rules as R
 from rag.config import Settings
 from rag.conversation import resolve
-from rag.evidence import Candidate, candidates, choice_schema, excerpts, parse_choice
+from rag.evidence import (
+    Candidate,
+    candidates,
+    choice_schema,
+    excerpts,
+    heading,
+    name_of,
+    parse_choice,
+)
 from rag.llm import LLM
 from rag.prompts import render
 from rag.retrieve import HybridRetriever
-from rag.text import short_title, split_sentences, stemmer, strip_markers
+from rag.text import WORD, split_sentences, stemmer, strip_markers
 from rag.types import (
     Answer,
     Citation,
@@ -112,7 +120,8 @@ class Answerer:
             return StreamEvent("answer", answer=answer)
 
         try:
-            cands = self._gate_and_candidates(interpreted, hits, pinned, trace)
+            cands, hits = self._gate_and_candidates(interpreted, hits, pinned, trace)
+            answer.retrieved = hits
             chosen, messages, raw = self._choose(interpreted, hits, cands, pinned, trace, answer)
         except _Declined as d:
             self._decline(answer, d, interpreted)
@@ -124,11 +133,15 @@ class Answerer:
         yield done()
 
     def _gate_and_candidates(self, q: str, hits: list[SearchHit], pinned: list[str],
-                             trace: list[RuleFiring]) -> list[Candidate]:
+                             trace: list[RuleFiring]) -> tuple[list[Candidate], list[SearchHit]]:
+        """Gates before the model, then the candidate sentences and the hits
+        they come from: the pinned papers, the papers the question names, or
+        the top retrieved ones."""
         s = self.settings
         if not hits:
             trace.append(RuleFiring("off_topic", True, "no paper retrieved"))
             raise _Declined("absent")
+        boost = s.evidence_value_boost if R.asks_value(q) else 0.0
         if not pinned:
             if s.retriever != "bm25":
                 top = max((h.dense_score or 0.0) for h in hits)
@@ -138,10 +151,21 @@ class Answerer:
             trace.append(R.unknown_name(self.retriever.unknown_names(q)))
             if trace[-1].fired:
                 raise _Declined("absent")
-            return candidates(q, hits[: s.evidence_papers], self.embedder,
-                              total=s.evidence_sentences, per_paper=s.evidence_per_paper)
-        per = max(2, s.pinned_sentences // len(hits))
-        return candidates(q, hits, self.embedder, total=per * len(hits), per_paper=per)
+            named = sorted({i for v in R.named_papers(q, hits).values() for i in v})
+            if not named:
+                return candidates(q, hits[: s.evidence_papers], self.embedder,
+                                  total=s.evidence_sentences, per_paper=s.evidence_per_paper,
+                                  first_paper=s.evidence_top_paper, value_boost=boost), hits
+            # A question that names its papers is answered from those papers.
+            trace.append(RuleFiring("named_papers_only", True,
+                                    ", ".join(name_of(hits[i].paper) for i in named)))
+            hits = [hits[i] for i in named] + [h for i, h in enumerate(hits) if i not in named]
+            focus = len(named)
+        else:
+            focus = len(hits)
+        per = max(2, s.pinned_sentences // focus)
+        return candidates(q, hits[:focus], self.embedder, total=per * focus, per_paper=per,
+                          value_boost=boost), hits
 
     def _choose(self, q: str, hits: list[SearchHit], cands: list[Candidate], pinned: list[str],
                 trace: list[RuleFiring], answer: Answer):
@@ -176,8 +200,9 @@ class Answerer:
             trace.append(r)
             if r.fired:
                 raise _Declined(self._kind(hits, target), target)
-            trace.append(R.named_paper_missing(named, chosen))
-            if trace[-1].fired:
+            chosen, r = R.named_paper_missing(named, chosen, cands, s)
+            trace.append(r)
+            if r.fired:
                 raise _Declined("missing_detail", target)
         trace.append(R.value_not_stated(q, chosen))
         if trace[-1].fired:
@@ -236,7 +261,7 @@ class Answerer:
         s = self.settings
         by_id = {c.id: c for c in chosen}
         number = {e.text: e.number for e in answer.evidence}
-        sents = [t for t in split_sentences(text) if strip_markers(t)[0]]
+        sents = [t for t in split_sentences(text) if WORD.search(strip_markers(t)[0])]
         r = R.says_not_stated(sents)
         answer.rules.append(r)
         out: list[SentenceSupport] = []
@@ -252,7 +277,9 @@ class Answerer:
                 ev_terms = stem.terms(" ".join(c.text for c in cited))
                 lex = len(terms & ev_terms) / len(terms) if terms else 1.0
                 support = round(0.5 * lex + 0.5 * max(float(sims[i, chosen.index(best)]), 0.0), 3)
-                claim = R.claim_not_in_evidence(body, [c.text for c in cited], q)
+                # A paper's own title and name are not claims that need evidence.
+                named = [heading(answer.retrieved[c.hit].paper) for c in cited]
+                claim = R.claim_not_in_evidence(body, [c.text for c in cited] + named, q)
                 ss = SentenceSupport(
                     text=body, citations=sorted({number[c.text] for c in cited}), support=support,
                     supported=support >= s.support_threshold and not claim.fired,
@@ -289,7 +316,7 @@ class Answerer:
         if d.kind == "missing_detail" and hits:
             h = hits[d.target or 0]
             closest = self._closest(q, h)
-            name = short_title(h.paper.title, 80)
+            name = name_of(h.paper)
             answer.decline_reason = f"The abstract of {name} does not state this."
             answer.text = answer.decline_reason + (
                 f" The closest it says: “{closest}”" if closest else "")
@@ -316,5 +343,5 @@ def _answer_text(answer: Answer) -> str:
     lines = [" ".join(parts)] if parts else []
     for c in answer.citations:
         quotes = " ".join(f"“{t}”" for t in c.quotes)
-        lines.append(f"[{c.number}] {short_title(c.paper.title, 80)}: {quotes}")
+        lines.append(f"[{c.number}] {heading(c.paper)}: {quotes}")
     return "\n\n".join([lines[0], "\n".join(lines[1:])]) if parts else "\n".join(lines)

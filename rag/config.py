@@ -43,7 +43,7 @@ class Settings(BaseSettings):
     embed_batch_size: int = 32
     embed_backend: Literal["onnx", "torch"] = "torch"  # minilm: sentence-transformers or ONNX Runtime
     embed_precision: Literal["fp32", "int8"] = "fp32"  # onnx only; int8 vectors need a re-ingest
-    embed_workers: int = 2  # ONNX sessions side by side (each gets embed threads / workers)
+    embed_workers: int = 2  # onnx int8: single-thread sessions side by side while ingesting
 
     # --- retrieval ---
     top_k: int = 5
@@ -57,7 +57,9 @@ class Settings(BaseSettings):
     # --- evidence (see rag/evidence.py and rag/rules.py) ---
     evidence_papers: int = 4
     evidence_sentences: int = 9
-    evidence_per_paper: int = 3
+    evidence_per_paper: int = 2
+    evidence_top_paper: int = 4
+    evidence_value_boost: float = 0.1
     pinned_sentences: int = 12
     evidence_max_chosen: int = 4
     evidence_floor: float = 0.3
@@ -98,8 +100,6 @@ class Settings(BaseSettings):
     server_llm_concurrency: int = 8  # default of ui_concurrency for an OpenAI-compatible server
     ui_workers: int = 8  # search, paper browsing and other non-LLM requests at once
     ui_queue_size: int = 32  # requests waiting in the queue before new ones are refused
-    ui_min_score: float = 0.35  # explorer: search matches scoring below are not listed
-    ui_search_limit: int = 30  # explorer: papers a search returns before the cut-off
     ui_min_score: float = 0.35  # explorer: search matches scoring below are not listed
     ui_search_limit: int = 30  # explorer: papers a search returns before the cut-off
 

@@ -17,7 +17,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from rag.text import NAME, WORD, short_title
+from rag.labels import paper_name
+from rag.text import NAME, WORD
 from rag.types import Paper, RuleFiring
 
 History = Sequence[Mapping]
@@ -77,7 +78,7 @@ def _titles_in(text: str, papers: Mapping[str, Paper]) -> list[str]:
     """Papers whose (short) title appears in a text, in order of appearance."""
     found: list[tuple[int, str]] = []
     for pid, p in papers.items():
-        name = short_title(p.title)
+        name = _name(p)
         if len(name) < 3:
             continue
         m = re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text)
@@ -87,7 +88,7 @@ def _titles_in(text: str, papers: Mapping[str, Paper]) -> list[str]:
 
 
 def _name(p: Paper) -> str:
-    return short_title(p.title)
+    return paper_name(p.title, p.abstract)
 
 
 def _join(names: list[str]) -> str:

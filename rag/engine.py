@@ -14,7 +14,6 @@ from pathlib import Path
 from rag import topics
 from rag.answer import Answerer
 from rag.attribution import Attributor
-from rag.text import name_markers
 from rag.compare import extract_cells, synthesis_notes, synthesize
 from rag.config import Settings, get_settings
 from rag.corpus import provenance_id
@@ -24,6 +23,7 @@ from rag.index import VectorIndex
 from rag.llm import LLM, make_llm
 from rag.prompts import render
 from rag.retrieve import HybridRetriever
+from rag.text import name_markers
 from rag.topics import TopicMap
 from rag.types import (
     Answer,

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rag.text import short_title, split_sentences
-from rag.types import SearchHit
+from rag.labels import paper_name
+from rag.text import has_value, short_title, split_sentences
+from rag.types import Paper, SearchHit
 
 
 @dataclass
@@ -34,10 +35,13 @@ class Candidate:
 
 
 def candidates(question: str, hits: list[SearchHit], embedder, *, total: int,
-               per_paper: int) -> list[Candidate]:
+               per_paper: int, first_paper: int | None = None,
+               value_boost: float = 0.0) -> list[Candidate]:
     """The sentences most similar to the question, at most ``per_paper`` from
-    one paper and ``total`` in all, grouped by paper (retrieval order) and in
-    abstract order within a paper."""
+    one paper (``first_paper`` from the top-ranked one, which most often holds
+    the answer) and ``total`` in all, grouped by paper (retrieval order) and
+    in abstract order within a paper. ``value_boost`` favours sentences that
+    state a number, for questions that ask for one."""
     qv = embedder.embed_query(question)
     scored: list[tuple[float, int, int, str, float]] = []
     top = max((h.score for h in hits), default=0.0) or 1.0
@@ -48,14 +52,17 @@ def candidates(question: str, hits: list[SearchHit], embedder, *, total: int,
         sims = np.asarray(embedder.embed_texts(sents)) @ np.asarray(qv)
         # The retriever's ranking is evidence too: a small prior for higher-ranked papers.
         prior = 0.1 * h.score / top
-        scored += [(float(s) + prior, h_i, i, t, float(s)) for i, (t, s) in enumerate(zip(sents, sims, strict=True))]
+        for i, (t, sim) in enumerate(zip(sents, sims, strict=True)):
+            boost = value_boost if value_boost and has_value(t) else 0.0
+            scored.append((float(sim) + prior + boost, h_i, i, t, float(sim)))
     scored.sort(key=lambda x: -x[0])
     chosen: dict[int, list[tuple[int, str, float]]] = {}
     n = 0
     for _, h_i, i, t, sim in scored:
         if n >= total:
             break
-        if len(chosen.get(h_i, [])) >= per_paper:
+        cap = first_paper if (h_i == 0 and first_paper) else per_paper
+        if len(chosen.get(h_i, [])) >= cap:
             continue
         chosen.setdefault(h_i, []).append((i, t, sim))
         n += 1
@@ -66,14 +73,24 @@ def candidates(question: str, hits: list[SearchHit], embedder, *, total: int,
     return out
 
 
+def name_of(paper: Paper) -> str:
+    """The paper's name in prompts and answers (see ``labels.paper_name``)."""
+    return paper_name(paper.title, paper.abstract)
+
+
+def heading(paper: Paper) -> str:
+    """"Packrat (Auto-reconfiguration for …)": the name, with the title when it adds to it."""
+    name = name_of(paper)
+    return name if name == paper.title else f"{name} ({short_title(paper.title, 90)})"
+
+
 def excerpts(cands: list[Candidate], hits: list[SearchHit]) -> str:
     """The numbered sentences, under the name of the paper they belong to."""
     lines: list[str] = []
     last = None
     for c in cands:
         if c.hit != last:
-            p = hits[c.hit].paper
-            lines.append(f"Paper: {short_title(p.title, 80)}")
+            lines.append(f"Paper: {heading(hits[c.hit].paper)}")
             last = c.hit
         lines.append(f"[{c.id}] {c.text}")
     return "\n".join(lines)

@@ -461,3 +461,23 @@ def _label_candidates(abstract: str) -> tuple[str, ...]:
 def derive_label(abstract: str) -> str:
     """The best label for an untitled paper (see module docstring)."""
     return label_candidates(abstract)[0]
+
+
+def system_name(abstract: str) -> str | None:
+    """The name an abstract gives its own method or system ("We present
+    Packrat, …" -> "Packrat"), or None."""
+    names = _named_candidates(_sentences(_prep(abstract)))
+    return _tidy(names[0]) or None if names else None
+
+
+def paper_name(title: str, abstract: str, limit: int = 40) -> str:
+    """What running text calls a paper: the name before a title's colon
+    ("MELON"), else the one-word name its abstract gives its system
+    ("Packrat" for "Auto-reconfiguration for … DNN Serving"), else the title."""
+    head = title.split(":", 1)[0].strip()
+    if ":" in title and head and len(head) <= limit:
+        return head
+    name = system_name(abstract)
+    if name and " " not in name and len(name) <= 24 and name.lower() not in title.lower():
+        return name
+    return title

@@ -22,12 +22,15 @@ from rag.evidence import Candidate
 from rag.text import NAME, NOT_STATED, has_value, normalise, specifics, strip_markers, unlatex
 from rag.types import RuleFiring, SearchHit
 
-# "how many…", "by how much…", "what is the accuracy/number/size…" ask for a value.
+# "how many…", "by how much…", "what is the accuracy/number/size…" ask for a
+# value when they open the question or one of its clauses ("a measure of how
+# much X helps" inside a "what measure…" question asks for no value).
 _VALUE_Q = re.compile(
-    r"\bhow (?:many|much|long|large|big|fast|often|far)\b|"
-    r"\bwhat (?:is |was |are |were )?(?:the )?(?:\w+ )?(?:number|percentage|rate|ratio|size|"
-    r"accuracy|score|value|amount|count|speed-?up|improvement|reduction|gain|error|budget|"
-    r"cost|fraction|proportion)\b",
+    r"(?:^|[,;:]\s*|\band\s+|\bor\s+)(?:by\s+)?(?:"
+    r"how (?:many|much|long|large|big|fast|often|far)\b|"
+    r"what (?:is |was |are |were )?(?:the |its |their )?(?:\w+ )?(?:number|percentage|rate|ratio|"
+    r"size|accuracy|score|value|amount|count|speed-?up|improvement|reduction|gain|error|budget|"
+    r"cost|fraction|proportion)s?\b)",
     re.IGNORECASE,
 )
 
@@ -81,24 +84,41 @@ def value_not_stated(question: str, chosen: list[Candidate]) -> RuleFiring:
 
 
 def named_papers(question: str, hits: list[SearchHit]) -> dict[str, list[int]]:
-    """Names in the question (MELON, ShieldAgent) that are the title, or the
-    title's name before a colon, of one or two retrieved papers: the question
-    is about those papers. name -> hit indices."""
+    """Names in the question (MELON, MeCo) that one or two retrieved papers use
+    as their own name: in the title, or at least twice in the abstract (a
+    passing mention of "GPUs" does not make a paper the subject).
+    name -> hit indices."""
     out: dict[str, list[int]] = {}
     for name in {m.group(0) for m in NAME.finditer(question)}:
         pat = re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])")
-        idx = [i for i, h in enumerate(hits) if pat.search(h.paper.title.split(":", 1)[0])]
+        idx = [i for i, h in enumerate(hits)
+               if pat.search(h.paper.title) or len(pat.findall(h.paper.abstract)) >= 2]
         if 1 <= len(idx) <= 2:
             out[name] = idx
     return out
 
 
-def named_paper_missing(named: dict[str, list[int]], chosen: list[Candidate]) -> RuleFiring:
-    """The question names a paper, and none of the chosen evidence comes from it."""
+def named_paper_missing(named: dict[str, list[int]], chosen: list[Candidate],
+                        cands: list[Candidate], s: Settings) -> tuple[list[Candidate], RuleFiring]:
+    """A question naming several papers gets evidence from each: a named paper
+    the model chose nothing from adds its sentence closest to the question;
+    fires (declines) when that sentence is below the evidence floor."""
     used = {c.hit for c in chosen}
-    missing = [n for n, idx in named.items() if not used & set(idx)]
-    return RuleFiring("named_paper_missing", bool(missing),
-                      f"no evidence from {', '.join(missing)}" if missing else "named papers covered")
+    added, missing = [], []
+    for name, idx in named.items():
+        if used & set(idx):
+            continue
+        own = [c for c in cands if c.hit in idx]
+        best = max(own, key=lambda c: c.relevance, default=None)
+        if best is not None and best.relevance >= s.evidence_floor:
+            added.append(best)
+            used.add(best.hit)
+        else:
+            missing.append(name)
+    chosen = sorted({c.id: c for c in chosen + added}.values(), key=lambda c: c.id)
+    detail = (f"no evidence from {', '.join(missing)}" if missing else
+              f"added [{', '.join(str(c.id) for c in added)}]" if added else "named papers covered")
+    return chosen, RuleFiring("named_paper_missing", bool(missing), detail)
 
 
 def claim_not_in_evidence(sentence: str, evidence: Sequence[str], question: str) -> RuleFiring:

@@ -126,13 +126,22 @@ def test_rule_value_not_stated(fake_engine):
 
 
 def test_rule_named_paper_missing(fake_engine):
-    # Evidence from some other paper does not answer a question about ShieldAgent.
-    def other(sents):
-        return [i for i, t in sents.items() if "ShieldAgent" not in t and "guardrail" not in t.lower()][:1]
+    from rag.config import Settings
+    from rag.evidence import Candidate
+    from rag.rules import named_paper_missing
 
-    eng = fake_engine(llm=ScriptedLLM(other, "Something else."), evidence_floor=0.0)
-    a = eng.ask("What does ShieldAgent construct from policy documents?")
-    assert a.declined and "named_paper_missing" in rules_fired(a)
+    # A question naming two papers, with evidence chosen from only one of them:
+    # the other named paper adds its sentence closest to the question.
+    eng = fake_engine(llm=ScriptedLLM(pick("MELON"), "MELON masks."), evidence_floor=0.0)
+    a = eng.ask("How do ShieldAgent and MELON protect agents?")
+    assert "named_papers_only" in rules_fired(a)
+    assert not a.declined, a.text
+    assert {short_title(c.paper.title) for c in a.citations} == {"ShieldAgent", "MELON"}
+    # With no sentence of that paper close enough, the rule fires and declines.
+    c = [Candidate(1, 0, "a", 0.5, 0), Candidate(2, 1, "b", 0.1, 0)]
+    chosen, r = named_paper_missing({"X": [0], "Y": [1]}, c[:1], c,
+                                    Settings(_env_file=None, evidence_floor=0.3))
+    assert r.fired and "Y" in r.detail and chosen == c[:1]
 
 
 def test_rule_off_question_evidence(fake_engine):
