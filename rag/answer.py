@@ -204,6 +204,9 @@ class Answerer:
             trace.append(r)
             if r.fired:
                 raise _Declined("missing_detail", target)
+            if not named:
+                chosen, r = R.one_sided_comparison(q, chosen, cands, s)
+                trace.append(r)
         trace.append(R.value_not_stated(q, chosen))
         if trace[-1].fired:
             raise _Declined(self._kind(hits, target), target if target is not None else chosen[0].hit)

@@ -8,7 +8,7 @@ it was not written from (see README, "Decision rules").
 
 Gates before the model:  off_topic, unknown_name.
 Evidence decisions:      no_evidence, off_question_evidence, value_not_stated,
-                         named_paper_missing.
+                         named_paper_missing, one_sided_comparison.
 After the synthesis:     claim_not_in_evidence, says_not_stated.
 """
 
@@ -119,6 +119,31 @@ def named_paper_missing(named: dict[str, list[int]], chosen: list[Candidate],
     detail = (f"no evidence from {', '.join(missing)}" if missing else
               f"added [{', '.join(str(c.id) for c in added)}]" if added else "named papers covered")
     return chosen, RuleFiring("named_paper_missing", bool(missing), detail)
+
+
+_COMPARATIVE = re.compile(
+    r"\b(?:compare[sd]?|comparison|contrast\w*|differ\w*|difference\w*|versus|vs\.?|both|"
+    r"each of|the two|similarit\w*|in common)\b", re.IGNORECASE)
+
+
+def is_comparative(question: str) -> bool:
+    return bool(_COMPARATIVE.search(question))
+
+
+def one_sided_comparison(question: str, chosen: list[Candidate], cands: list[Candidate],
+                         s: Settings) -> tuple[list[Candidate], RuleFiring]:
+    """A comparative question ("how do … differ") whose evidence covers one
+    paper gains the closest sentence of the next-ranked paper, if it is close."""
+    if not is_comparative(question) or len({c.hit for c in chosen}) != 1:
+        return chosen, RuleFiring("one_sided_comparison", False, "not a one-sided comparison")
+    have = chosen[0].hit
+    others = [c for c in cands if c.hit != have and c.relevance >= s.evidence_floor]
+    if not others:
+        return chosen, RuleFiring("one_sided_comparison", False, "no second paper close enough")
+    nxt = min(c.hit for c in others)
+    best = max((c for c in others if c.hit == nxt), key=lambda c: c.relevance)
+    chosen = sorted(chosen + [best], key=lambda c: c.id)
+    return chosen, RuleFiring("one_sided_comparison", True, f"added [{best.id}]")
 
 
 def claim_not_in_evidence(sentence: str, evidence: Sequence[str], question: str) -> RuleFiring:

@@ -223,3 +223,17 @@ def test_conversation_resolution_rules(fake_engine):
     r = resolve("What about the latter?", [{"role": "assistant", "content": "MELON beats ShieldAgent."}], papers)
     assert r.pinned == [by["ShieldAgent"]]
     assert resolve("What is diffusion?", h, papers).pinned == []
+
+
+def test_rule_one_sided_comparison_adds_the_second_paper():
+    from rag.config import Settings
+    from rag.evidence import Candidate
+    from rag.rules import one_sided_comparison
+
+    s = Settings(_env_file=None, evidence_floor=0.3)
+    c = [Candidate(1, 0, "a", 0.6, 0), Candidate(2, 1, "b", 0.2, 0),
+         Candidate(3, 1, "c", 0.5, 1), Candidate(4, 2, "d", 0.7, 0)]
+    chosen, r = one_sided_comparison("How do the two methods differ?", c[:1], c, s)
+    assert r.fired and [x.id for x in chosen] == [1, 3]  # next-ranked paper, its closest sentence
+    chosen, r = one_sided_comparison("What does the method achieve?", c[:1], c, s)
+    assert not r.fired and chosen == c[:1]
