@@ -483,3 +483,25 @@ def test_server_concurrency_is_capped():
 def test_http_error_shows_the_servers_message(server):
     msg = _fail(server.url("500"))
     assert msg.endswith("failed: HTTP 500: nope"), msg
+
+
+def test_loading_the_llm_never_blocks_search(fake_engine, monkeypatch):
+    """Building the LLM (joining and loading a 1 GB GGUF) holds its own lock only."""
+    import rag.engine
+    from tests.fakes import FakeLLM
+
+    eng = fake_engine()
+    eng._embedder = None  # the first search after start builds the embedder too
+    loading = threading.Event()
+
+    def slow_make_llm(settings):
+        loading.set()
+        time.sleep(3)
+        return FakeLLM("x")
+
+    monkeypatch.setattr(rag.engine, "make_llm", slow_make_llm)
+    threading.Thread(target=eng._get_llm, daemon=True).start()
+    assert loading.wait(5)
+    t0 = time.monotonic()
+    assert eng.search("agent safety policies", k=3)
+    assert time.monotonic() - t0 < 2.5
