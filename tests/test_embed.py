@@ -90,9 +90,9 @@ def test_onnx_export_is_cached_hash_checked_and_matches_torch(tmp_path):
     assert (got * ref).sum(axis=1).min() > 0.999
     q = "guardrail agent enforcing safety policies"
     assert float(np.dot(a.encode([q])[0], torch_model.get_query_embedding(q))) > 0.999
-    # Two single-thread workers give the same vectors as one session.
-    two = embed_onnx.OnnxMiniLM(cache, "fp32", threads=2, workers=2, embed_batch_size=4)
-    assert np.allclose(two.encode(texts), got, atol=1e-5)
+    # Another batch size gives the same vectors (up to float noise).
+    small = embed_onnx.OnnxMiniLM(cache, "fp32", threads=1, embed_batch_size=3)
+    assert np.allclose(small.encode(texts), got, atol=1e-5)
 
     # A damaged cached file fails its hash check and is exported again.
     f = embed_onnx.onnx_model_file(cache, "fp32")
@@ -102,7 +102,8 @@ def test_onnx_export_is_cached_hash_checked_and_matches_torch(tmp_path):
     embed_onnx.OnnxMiniLM(cache, "fp32", threads=1)
     assert embed_onnx.export_count() == n0 + 2
 
-    # int8: close to fp32, and a text's vector never depends on its batch mates.
+    # int8: close to fp32, and a text's vector never depends on its batch mates
+    # (two single-thread workers side by side).
     q8 = embed_onnx.OnnxMiniLM(cache, "int8", threads=2, workers=2)
     v8 = q8.encode(texts)
     assert (v8 * ref).sum(axis=1).mean() > 0.98
