@@ -7,13 +7,19 @@ label is the name of the system/method the paper introduces ("ShieldAgent",
 from the contribution clause ("we propose / study / show that ..."); otherwise
 from the first sentence. ``label_candidates`` returns alternatives in order of
 preference so the corpus loader can keep labels distinct across papers.
+
+The word lists (contribution verbs, filler and generic words, common
+acronyms, phrase boundaries) are data in ``rag/label_words.json``, loaded
+once at import; the rules that use them are here.
 """
 
 from __future__ import annotations
 
 import html
+import json
 import re
 from functools import lru_cache
+from importlib.resources import files
 
 MAX_WORDS = 8
 _ACRONYM_INLINE_CHARS = 40  # "Phrase (ACR)" up to this length, else just "ACR"
@@ -24,14 +30,16 @@ _LATEX_ARG = re.compile(r"\\[A-Za-z]+\{([^{}]*)\}")
 _LATEX_CMD = re.compile(r"\\[A-Za-z]+\s*")
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'*(\u201c])")
 
-_VERBS_NAME = r"propose|introduce|present|develop|design|build|create|release|construct|contribute"
-_VERBS_FIRST = r"propose|introduce|present|design|build|create|release|construct|contribute"
-_VERBS_TOPIC = (
-    r"study|investigate|analy[sz]e|examine|explore|address|consider|initiate|establish|"
-    r"derive|use|perform|conduct|provide evidence that|demonstrate that|show that|argue that|"
-    r"find that|prove that|sought"
-)
-_ADVERBS = r"(?:\w+ly|also|further|first|then|now|here|thus|therefore|and|for the first time)"
+
+def _load_words() -> dict:
+    return json.loads(files("rag").joinpath("label_words.json").read_text(encoding="utf-8"))
+
+
+_W = _load_words()  # the word lists are data: rag/label_words.json
+_VERBS_NAME = "|".join(_W["contribution_verbs"]["name"])
+_VERBS_FIRST = "|".join(_W["contribution_verbs"]["first"])
+_VERBS_TOPIC = "|".join(_W["contribution_verbs"]["topic"])
+_ADVERBS = rf"(?:{'|'.join(_W['contribution_adverbs'])})"
 # "we [adverbs] VERB" or "this paper/work VERBs"; group 1 = verb, tail follows the match.
 _CONTRIB = re.compile(
     rf"\b(?:we\s+(?:{_ADVERBS}\s+){{0,4}}|(?:this|our)\s+(?:paper|work|study)\s+|and\s+)"
@@ -39,155 +47,37 @@ _CONTRIB = re.compile(
     re.IGNORECASE,
 )
 _CALLED = re.compile(
-    r"\b(task\s+)?(?:called|dubbed|named|termed|coined|(?:we|which we)\s+(?:term|call|dub|name))"
-    r"\s+(?:as\s+)?",
+    rf"\b(task\s+)?(?:{'|'.join(_W['naming_verbs'])}|(?:we|which we)\s+"
+    rf"(?:{'|'.join(_W['naming_we_verbs'])}))\s+(?:as\s+)?",
     re.IGNORECASE,
 )
 _OUR = re.compile(r"\b[Oo]ur\s+(?:(?:novel|new|proposed)\s+)?")
 
 _TOKEN = r"[A-Za-z0-9][\w\-+.]*[\w+]|[A-Za-z0-9]"
-_SMALL = {"of", "for", "and", "with", "then", "via", "to", "in", "on", "the", "a", "from", "by"}
-_LEADING_FILLER = {
-    "a",
-    "an",
-    "the",
-    "novel",
-    "new",
-    "simple",
-    "first",
-    "our",
-    "two",
-    "several",
-    "some",
-    "efficient",
-    "effective",
-    "unified",
-    "general",
-    "principled",
-    "surprisingly",
-}
-_TRAILING_STOP = _SMALL | {"an", "or", "its", "their", "both", "each", "as", "at", "is", "are"}
-_PREPS = {
-    "of",
-    "for",
-    "with",
-    "to",
-    "in",
-    "on",
-    "by",
-    "via",
-    "from",
-    "across",
-    "under",
-    "at",
-    "before",
-    "after",
-    "without",
-    "when",
-    "while",
-    "where",
-}
-_DEMONSTRATIVE = {"this", "these", "those", "such", "it", "they", "them"}
-_GENERIC = {
-    "theoretical",
-    "framework",
-    "approach",
-    "method",
-    "methods",
-    "novel",
-    "new",
-    "unified",
-    "general",
-    "simple",
-    "study",
-    "analysis",
-    "empirical",
-    "comprehensive",
-    "mathematical",
-    "theory",
-    "model",
-    "models",
-    "algorithm",
-    "technique",
-    "problem",
-    "results",
-    "insights",
-    "large-scale",
-    "systematic",
-    "understanding",
-    "mechanistic",
-    "way",
-    "work",
-}
-_COMMON_ACRONYMS = {
-    "llm",
-    "llms",
-    "rl",
-    "ai",
-    "ml",
-    "nlp",
-    "gpu",
-    "gpus",
-    "cpu",
-    "dnn",
-    "dnns",
-    "cnn",
-    "cnns",
-    "gnn",
-    "gnns",
-    "mdp",
-    "mdps",
-    "sgd",
-    "api",
-    "apis",
-    "sota",
-    "ood",
-    "iid",
-    "kl",
-    "vae",
-    "gan",
-    "mlp",
-    "mlps",
-    "rnn",
-    "lstm",
-    "bert",
-    "gpt",
-    "vit",
-    "clip",
-    "pde",
-    "ode",
-    "sde",
-    "ii",
-    "iii",
-}
+_SMALL = frozenset(_W["small_words"])
+_LEADING_FILLER = frozenset(_W["leading_filler"])
+_TRAILING_STOP = _SMALL | frozenset(_W["trailing_stop_extra"])
+_PREPS = frozenset(_W["prepositions"])
+_DEMONSTRATIVE = frozenset(_W["demonstratives"])
+_GENERIC = frozenset(_W["generic"])
+_COMMON_ACRONYMS = frozenset(_W["common_acronyms"])
 _NAME_SUFFIX_BLOCK = re.compile(
-    r"-(?:based|aware|free|level|like|style|driven|specific|agnostic|wise|guided|scale|order|"
-    r"step|time|world|shot|tuned|trained)$",
+    rf"-(?:{'|'.join(_W['name_suffixes_not_names'])})$",
     re.IGNORECASE,
 )
 _BOUNDARY = re.compile(
     r"\s*(?:[,;:.!?\[]|---|--|\u2014|\u2013|\s-\s)\s*|"
-    r"\s+(?:that|which|where|when|while|whereas|by|through|showing|allowing|enabling|leading|"
-    r"resulting|designed|equipped|aimed|compared|targeting|wherein|whose|so)\b|"
-    r"\s+and\s+(?:we\s+)?(?:propose|introduce|present|show|develop|design|demonstrate|find|prove|"
-    r"use|analy[sz]e|study|evaluate|observed?|achieve|obtain|provide)\b",
+    rf"\s+(?:{'|'.join(_W['phrase_boundary_words'])})\b|"
+    rf"\s+and\s+(?:we\s+)?(?:{'|'.join(_W['phrase_boundary_and_verbs'])})\b",
     re.IGNORECASE,
 )
-_HEAD_NOUNS = {"dataset", "benchmark", "suite", "corpus", "benchmarks", "datasets"}
-_LY_KEEP = {
-    "family",
-    "assembly",
-    "anomaly",
-    "supply",
-    "reply",
-    "apply",
-    "multiply",
-    "italy",
-    "monopoly",
-    "butterfly",
-    "poly",
-    "doubly",
-}
+_HEAD_NOUNS = tuple(_W["head_nouns"])
+_LY_KEEP = frozenset(_W["ly_keep"])
+_DROPPED = frozenset(_W["dropped_words"])
+_TOPIC_PREFIXES = tuple(_W["topic_prefixes"])
+_GENERIC_HEAD_PREPS = frozenset(_W["generic_head_prepositions"])
+_AUX_SPLIT = re.compile(rf"\s+(?:{'|'.join(_W['auxiliaries'])})\s+")
+_OPENING = re.compile(rf"^(?:{'|'.join(_W['opening_subordinators'])})\b[^,]{{0,80}},\s*")
 
 
 def _prep(text: str) -> str:
@@ -360,17 +250,17 @@ def _phrase(tail: str, *, clause: bool = False) -> str | None:
         # "a scanner that flags X": one noun says little, keep its relative clause
         t = re.split(r"[,;:.!?]", full, maxsplit=1)[0]
     if clause:  # "that X can be ..." -> subject + verb phrase up to an auxiliary
-        t = re.split(r"\s+(?:can|could|should|would|may|might|will|are|is|was|were)\s+", t)[0]
+        t = _AUX_SPLIT.split(t)[0]
     words = [
         w
         for w in t.split()
         if not (w.lower().endswith("ly") and len(w) >= 6 and w.lower() not in _LY_KEEP)
     ]
-    words = [w for w in words if w.lower() not in {"indeed", "also", "further"}]
+    words = [w for w in words if w.lower() not in _DROPPED]
     while words and words[0].lower() in _LEADING_FILLER:
         words.pop(0)
     low = " ".join(words).lower()
-    for prefix in ("problem of ", "study of ", "the study of ", "question of "):
+    for prefix in _TOPIC_PREFIXES:
         if low.startswith(prefix):
             words = words[len(prefix.split()) :]
             low = low[len(prefix) :]
@@ -378,7 +268,7 @@ def _phrase(tail: str, *, clause: bool = False) -> str | None:
         words.pop(0)
     if len(words) > MAX_WORDS:  # "comprehensive empirical study on how X" -> "how X"
         head = next((i for i, w in enumerate(words) if w.lower() not in _GENERIC), 0)
-        if head and words[head].lower() in {"of", "on", "for", "into"} and len(words) - head > 3:
+        if head and words[head].lower() in _GENERIC_HEAD_PREPS and len(words) - head > 3:
             words = words[head + 1 :]
     if len(words) > MAX_WORDS:
         words = words[:MAX_WORDS]
@@ -423,9 +313,7 @@ def _topic_candidates(sents: list[str]) -> list[str]:
 def _first_sentence_phrase(sents: list[str]) -> str | None:
     if not sents:
         return None
-    s = re.sub(
-        r"^(?:In|Over|Recently|Despite|While|Although|Since|With)\b[^,]{0,80},\s*", "", sents[0]
-    )
+    s = _OPENING.sub("", sents[0])
     return _phrase(s, clause=True)
 
 

@@ -20,7 +20,6 @@ the paper then keeps its derived label. Paper ids never change here.
 from __future__ import annotations
 
 import hashlib
-import html
 import json
 import re
 from collections.abc import Sequence
@@ -28,21 +27,20 @@ from pathlib import Path
 from typing import Any
 
 from rag.errors import CorpusError
+from rag.textio import plain_tokens
 from rag.types import Paper
 
 SIDECAR_NAME = "metadata.jsonl"
 MIN_MATCH_CHARS = 40
 _LINK_KEYS = ("pdf", "openreview", "software", "code", "supplementary", "video")
 
-_TAG = re.compile(r"<!--.*?-->|</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>", re.DOTALL)
-_TOKEN = re.compile(r"[a-z0-9]+")
 _WS = re.compile(r"\s+")
 
 
 def normalise_text(text: str) -> str:
     """Markup-free, lower-cased alphanumeric tokens joined by single spaces, so
     punctuation, HTML, ``$`` math delimiters and whitespace do not matter."""
-    return " ".join(_TOKEN.findall(html.unescape(_TAG.sub(" ", text)).lower()))
+    return " ".join(plain_tokens(text))
 
 
 def fingerprint(text: str) -> str:

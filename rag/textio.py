@@ -7,9 +7,21 @@ line decodes normally.
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 
 MAX_DECODE_ERRORS = 10  # reported one by one per file; the rest in one summary
+
+# an HTML/XML tag or comment in an abstract (PMLR titles and abstracts carry them)
+MARKUP_TAG = re.compile(r"<!--.*?-->|</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>", re.DOTALL)
+_PLAIN_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+def plain_tokens(text: str) -> list[str]:
+    """Markup-free, lower-cased alphanumeric tokens: what a seed line (raw
+    HTML/LaTeX) and the cleaned PMLR version of the same abstract share."""
+    return _PLAIN_TOKEN.findall(html.unescape(MARKUP_TAG.sub(" ", text)).lower())
 
 
 class FileReadError(Exception):

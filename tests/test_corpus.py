@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import rag.corpus as corpus
+import rag.dedup as dedup
 from rag.corpus import (
     content_hash,
     derive_label,
@@ -518,14 +519,14 @@ def test_dedup_uses_an_index_not_all_pairs(monkeypatch: pytest.MonkeyPatch) -> N
     papers.append(replace(papers[20], paper_id="d2", abstract=base[20][: len(base[20]) * 2 // 3]))
     papers.append(replace(papers[30], paper_id="d3", abstract="<p>" + base[30] + "</p>"))
     calls = 0
-    real = corpus._similar
+    real = dedup._similar
 
     def counting(*args: object) -> bool:
         nonlocal calls
         calls += 1
         return real(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(corpus, "_similar", counting)
+    monkeypatch.setattr(dedup, "_similar", counting)
     out, merged = merge_duplicates(papers, 0.6)
     assert merged == 3 and len(out) == 1500
     assert calls < 50  # ~1.1M pairs; only real candidates get the exact check
@@ -628,3 +629,13 @@ def test_content_hash_covers_indexed_fields_only() -> None:
     assert content_hash(replace(p, abstract=p.abstract + "!")) != h
     assert content_hash(replace(p, title="T2")) != h
     assert content_hash(replace(p, authors=["B"])) != h
+
+
+def test_every_format_has_one_reader_behind_the_protocol() -> None:
+    from rag.readers import READERS, SUPPORTED_EXTENSIONS, reader_for
+
+    assert SUPPORTED_EXTENSIONS == (".txt", ".jsonl", ".json", ".csv", ".md", ".markdown")
+    for ext in SUPPORTED_EXTENSIONS:
+        r = reader_for(ext.upper())
+        assert r in READERS and ext in r.extensions and callable(r.read)
+    assert reader_for(".pdf") is None
