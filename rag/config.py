@@ -41,7 +41,7 @@ class Settings(BaseSettings):
     embed_provider: Literal["minilm", "wordllama", "openai"] = "minilm"
     embed_model: str = "text-embedding-3-small"  # only for embed_provider=openai
     embed_batch_size: int = 32
-    embed_backend: Literal["onnx", "torch"] = "torch"  # minilm: sentence-transformers or ONNX Runtime
+    embed_backend: Literal["onnx", "torch"] = "onnx"  # minilm: ONNX Runtime or sentence-transformers
     embed_precision: Literal["fp32", "int8"] = "fp32"  # onnx only; int8 vectors need a re-ingest
     embed_workers: int = 2  # onnx int8: single-thread sessions side by side while ingesting
 
