@@ -209,7 +209,8 @@ class Answerer:
                 trace.append(r)
         trace.append(R.value_not_stated(q, chosen))
         if trace[-1].fired:
-            raise _Declined(self._kind(hits, target), target if target is not None else chosen[0].hit)
+            # The model found the paper; only the asked value is missing from it.
+            raise _Declined("missing_detail", target if target is not None else chosen[0].hit)
         return chosen, messages, raw
 
     def _kind(self, hits: list[SearchHit], target: int | None) -> DeclineKind:
@@ -276,13 +277,21 @@ class Answerer:
             for i, (body, marks) in enumerate(clean):
                 cited = [by_id[m] for m in marks if m in by_id] or [chosen[int(np.argmax(sims[i]))]]
                 best = max(cited, key=lambda c: sims[i, chosen.index(c)])
-                terms = stem.terms(body) - stem.terms(answer.retrieved[best.hit].paper.title)
-                ev_terms = stem.terms(" ".join(c.text for c in cited))
-                lex = len(terms & ev_terms) / len(terms) if terms else 1.0
-                support = round(0.5 * lex + 0.5 * max(float(sims[i, chosen.index(best)]), 0.0), 3)
                 # A paper's own title and name are not claims that need evidence.
                 named = [heading(answer.retrieved[c.hit].paper) for c in cited]
-                claim = R.claim_not_in_evidence(body, [c.text for c in cited] + named, q)
+                ev_texts = [c.text for c in cited]
+                claim = R.claim_not_in_evidence(body, ev_texts + named, q)
+                if claim.fired and (extra := self._extend(answer, cited, body, q, named)):
+                    claim = RuleFiring("claim_not_in_evidence", False, "ok after evidence_extended")
+                    ev_texts.append(extra)
+                terms = stem.terms(body) - stem.terms(answer.retrieved[best.hit].paper.title)
+                ev_terms = stem.terms(" ".join(ev_texts))
+                lex = len(terms & ev_terms) / len(terms) if terms else 1.0
+                cos = float(sims[i, chosen.index(best)])
+                if extra_vec := (ev_texts[len(cited):] or None):
+                    v = np.asarray(self.embedder.embed_texts([body] + extra_vec))
+                    cos = max(cos, float((v[1:] @ v[0]).max()))
+                support = round(0.5 * lex + 0.5 * max(cos, 0.0), 3)
                 ss = SentenceSupport(
                     text=body, citations=sorted({number[c.text] for c in cited}), support=support,
                     supported=support >= s.support_threshold and not claim.fired,
@@ -306,6 +315,30 @@ class Answerer:
             self._decline(answer, _Declined("missing_detail", target), q, keep=True)
             return
         answer.text = _answer_text(answer)
+
+    def _extend(self, answer: Answer, cited: list[Candidate], body: str, q: str,
+                named: list[str]) -> str | None:
+        """Rule evidence_extended: a synthesis claim whose number or name is in
+        another sentence of the same cited abstract adds that sentence, verbatim,
+        to the evidence instead of being withdrawn."""
+        for c in cited:
+            paper = answer.retrieved[c.hit].paper
+            for sent in split_sentences(paper.abstract):
+                if sent in (x.text for x in answer.evidence):
+                    continue
+                known = [x.text for x in cited] + named + [sent]
+                if not R.claim_not_in_evidence(body, known, q).fired:
+                    n = next(e.number for e in answer.evidence if e.paper_id == paper.paper_id)
+                    rel = float(np.asarray(self.embedder.embed_texts([sent]))[0]
+                                @ np.asarray(self.embedder.embed_query(q)))
+                    answer.evidence.append(Evidence(n, paper.paper_id, sent, round(rel, 4)))
+                    cit = next(x for x in answer.citations if x.number == n)
+                    cit.quotes.append(sent)
+                    cit.snippet = " ".join(cit.quotes)
+                    answer.rules.append(RuleFiring(
+                        "evidence_extended", True, f"added “{sent[:60]}…” for: {body[:60]}"))
+                    return sent
+        return None
 
     # -------------------------------------------------------------- decline
     def _decline(self, answer: Answer, d: _Declined, q: str, *, keep: bool = False) -> None:

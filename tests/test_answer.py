@@ -237,3 +237,18 @@ def test_rule_one_sided_comparison_adds_the_second_paper():
     assert r.fired and [x.id for x in chosen] == [1, 3]  # next-ranked paper, its closest sentence
     chosen, r = one_sided_comparison("What does the method achieve?", c[:1], c, s)
     assert not r.fired and chosen == c[:1]
+
+
+def test_rule_evidence_extended_adds_the_sentence_stating_the_claim(fake_engine):
+    # The model chooses the 11.3% sentence but also writes the 3K-pairs fact,
+    # stated in another sentence of the same abstract: that sentence joins the
+    # evidence, verbatim, instead of the claim being withdrawn.
+    synth = lambda s: (  # noqa: E731
+        f"ShieldAgent outperforms prior methods by 11.3% {ids_of('11.3%', s)}. "
+        f"ShieldAgent-Bench has 3K safety-related pairs {ids_of('11.3%', s)}.")
+    eng = fake_engine(llm=ScriptedLLM(pick("11.3%"), synth))
+    a = eng.ask(SHIELD_Q)
+    assert "evidence_extended" in rules_fired(a)
+    assert not any(s.withdrawn for s in a.sentences)
+    assert any("3K" in q for q in a.citations[0].quotes)
+    assert all(q in a.citations[0].paper.abstract for q in a.citations[0].quotes)
