@@ -152,6 +152,10 @@ class Answerer:
             if trace[-1].fired:
                 raise _Declined("absent")
             named = sorted({i for v in R.named_papers(q, hits).values() for i in v})
+            # "Compare AdvAgent and Speak Easy": one recognised name in a comparison
+            # may leave the other paper unnamed, so the search results stay in.
+            if len(named) < 2 and R.is_comparative(q):
+                named = []
             if not named:
                 return candidates(q, hits[: s.evidence_papers], self.embedder,
                                   total=s.evidence_sentences, per_paper=s.evidence_per_paper,

@@ -80,8 +80,8 @@ def name_of(paper: Paper) -> str:
 
 def heading(paper: Paper) -> str:
     """"Packrat (Auto-reconfiguration for …)": the name, with the title when it adds to it."""
-    name = name_of(paper)
-    return name if name == paper.title else f"{name} ({short_title(paper.title, 90)})"
+    name, title = name_of(paper), short_title(paper.title, 90)
+    return name if name in (paper.title, title) else f"{name} ({title})"
 
 
 def excerpts(cands: list[Candidate], hits: list[SearchHit]) -> str:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from rag.config import Settings
 from rag.evidence import Candidate
+from rag.labels import paper_name, system_name
 from rag.text import NAME, NOT_STATED, has_value, normalise, specifics, strip_markers, unlatex
 from rag.types import RuleFiring, SearchHit
 
@@ -84,15 +85,17 @@ def value_not_stated(question: str, chosen: list[Candidate]) -> RuleFiring:
 
 
 def named_papers(question: str, hits: list[SearchHit]) -> dict[str, list[int]]:
-    """Names in the question (MELON, MeCo) that one or two retrieved papers use
-    as their own name: in the title, or at least twice in the abstract (a
-    passing mention of "GPUs" does not make a paper the subject).
+    """Names in the question (MELON, MeCo, NS-DPO) that are the own name of
+    one or two retrieved papers: in the title before its colon, or the name
+    the abstract gives its method. Generic acronyms (LLM, GPU) are not.
     name -> hit indices."""
     out: dict[str, list[int]] = {}
     for name in {m.group(0) for m in NAME.finditer(question)}:
-        pat = re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])")
+        pat = re.compile(rf"(?<![\w-]){re.escape(name)}s?(?![\w-])")
         idx = [i for i, h in enumerate(hits)
-               if pat.search(h.paper.title) or len(pat.findall(h.paper.abstract)) >= 2]
+               if pat.search(h.paper.title.split(":", 1)[0] if ":" in h.paper.title else "")
+               or pat.search(paper_name(h.paper.title, h.paper.abstract))
+               or pat.search(system_name(h.paper.abstract) or "")]
         if 1 <= len(idx) <= 2:
             out[name] = idx
     return out
