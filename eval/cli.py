@@ -1,7 +1,7 @@
 """The ``aqa eval …`` and ``aqa bench …`` subcommands.
 
-``rag.cli`` calls ``register(subparsers)``; every handler is stored as
-``fn`` and returns an exit code. Also runnable alone: ``python -m eval.cli``.
+The ``aqa`` entry module (``aqa_cli``) calls ``register(subparsers)``; every
+handler is stored as ``fn`` and returns an exit code. Also runnable alone: ``python -m eval.cli``.
 
     aqa eval run [--set FILE] [--out DIR] [--retriever hybrid|dense|bm25] [--no-llm]
                  [--limit N] [--per-type N] [--type T ...] [--extra-corpus PATH ...]
@@ -19,17 +19,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# Settings fields that have a command-line flag (--top-k sets top_k, ...).
+_SETTING_FLAGS = (
+    "retriever", "top_k", "centroid_weight", "bm25_weight", "relevance_floor", "chunk_tokens",
+    "chunk_overlap", "embed_provider", "llm_provider", "local_model",
+)
+
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     """Settings fields given on the command line (None = keep env/.env/default)."""
-    fields = {
-        "retriever": "retriever", "top_k": "top_k", "centroid_weight": "centroid_weight",
-        "bm25_weight": "bm25_weight",
-        "relevance_floor": "relevance_floor", "chunk_tokens": "chunk_tokens",
-        "chunk_overlap": "chunk_overlap", "embed_provider": "embed_provider",
-        "llm_provider": "llm_provider", "local_model": "local_model",
-    }
-    return {f: getattr(args, a) for f, a in fields.items() if getattr(args, a, None) is not None}
+    return {f: getattr(args, f) for f in _SETTING_FLAGS if getattr(args, f, None) is not None}
 
 
 def _settings_args(p: argparse.ArgumentParser, *, retriever: bool = True,
@@ -254,7 +253,10 @@ def register(subparsers: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from rag.config import setup_offline_env
     from rag.errors import AqaError
+
+    setup_offline_env()  # offline-safe environment before anything else loads
 
     p = argparse.ArgumentParser(prog="python -m eval.cli")
     register(p.add_subparsers(dest="command", required=True))
@@ -267,6 +269,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    import rag  # noqa: F401  (offline-safe environment before anything else loads)
-
     sys.exit(main())

@@ -1,15 +1,16 @@
 """abstracts-qa engine: grounded, cited question answering over paper abstracts.
 
 Import ``rag.Engine``; it is the one API the CLI, the UI and the evals call.
+
+Importing ``rag`` has no side effects and loads no model library: the entry
+points (``aqa``, the UI's ``serve``, ``python -m eval.cli``) call
+``rag.config.setup_offline_env()`` before anything heavy is imported; code
+that embeds the engine should do the same.
 """
 
-from rag.config import setup_offline_env
-
-setup_offline_env()
-
-from rag.config import Settings, get_settings  # noqa: E402
-from rag.errors import AqaError, CorpusError, LLMError  # noqa: E402
-from rag.types import (  # noqa: E402
+from rag.config import Settings, get_settings
+from rag.errors import AqaError, CorpusError, LLMError
+from rag.types import (
     Answer,
     Citation,
     CompareCell,

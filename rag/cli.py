@@ -1,8 +1,11 @@
-"""The ``aqa`` command line: ingest, search, ask, compare, papers, status,
-serve (the Gradio app), and the eval/bench commands from ``eval.cli``.
+"""The engine's commands of ``aqa``: ingest, search, ask, compare, papers, status.
 
 Every command is a thin call into ``rag.Engine``; ``--json`` prints the
-engine's own ``to_dict()`` structures (schema in README.md).
+engine's own ``to_dict()`` structures (schema in README.md). The ``aqa``
+console script is the top-level ``aqa_cli`` module: it adds the commands that
+other packages register (``serve`` from the UI, ``eval``/``bench`` from
+``eval.cli``) through ``build_parser(registrars)``, so ``rag`` never imports
+them.
 """
 
 from __future__ import annotations
@@ -10,15 +13,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
-from rag.config import Settings, get_settings
+from rag.config import Settings, get_settings, setup_offline_env
 from rag.errors import AqaError
 from rag.types import Answer, Comparison, Filters, SearchHit
 
+# A registrar adds subcommands to the ``aqa`` subparsers; each stores its
+# handler as ``fn`` (args -> exit code), like the commands below.
+Registrar = Callable[[Any], None]
 
-def _settings(args: argparse.Namespace) -> Settings:
+
+def settings_for(args: argparse.Namespace) -> Settings:
+    """Settings with the common flags (--data-dir, --mode) applied."""
     base = get_settings()
     over = {}
     if getattr(args, "data_dir", None):
@@ -39,7 +48,7 @@ def _say(msg: str) -> None:
 
 
 def _engine(args: argparse.Namespace):
-    settings = _settings(args)
+    settings = settings_for(args)
     read_only = getattr(args, "command", None) in READ_ONLY
     if read_only and not settings.data_dir.is_dir():
         raise AqaError(
@@ -53,13 +62,7 @@ def _engine(args: argparse.Namespace):
 
 
 def _filters(args: argparse.Namespace) -> Filters | None:
-    f = Filters(
-        sources=args.source or None,
-        venues=args.venue or None,
-        years=args.year or None,
-        paper_ids=args.paper or None,
-    )
-    return None if f.is_empty() else f
+    return Filters.from_lists(args.source, args.venue, args.year, args.paper)
 
 
 def _emit(obj: dict) -> None:
@@ -265,25 +268,17 @@ def cmd_status(args):
         print(status_text(st))
 
 
-def cmd_serve(args):
-    from ui.app import check_port, serve
-
-    settings = _settings(args)
-    over = {k: v for k, v in (("host", args.host), ("port", args.port)) if v}
-    settings = settings.model_copy(update=over)
-    check_port(settings.host, settings.port)  # a port in use: one line, before any loading
-    from rag.engine import Engine
-
-    eng = Engine(settings)
-    if args.ingest:  # serve() itself indexes the corpus when the index is empty
-        eng.ingest(progress=True)
-    return serve(settings, engine=eng)
-
-
-def build_parser() -> argparse.ArgumentParser:
+def common_options() -> argparse.ArgumentParser:
+    """The --data-dir/--json parent parser, for commands that others register."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--data-dir", help="index location (default: AQA_DATA_DIR or .aqa)")
     common.add_argument("--json", action="store_true", help="machine-readable JSON output")
+    return common
+
+
+def build_parser(registrars: Sequence[Registrar] = ()) -> argparse.ArgumentParser:
+    """The ``aqa`` parser: the engine's commands, then those of each registrar."""
+    common = common_options()
 
     meta = argparse.ArgumentParser(add_help=False)  # metadata filters
     meta.add_argument("--source", action="append", help="only this source (repeatable)")
@@ -329,23 +324,18 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("status", parents=[common], help="what is indexed")
     s.set_defaults(fn=cmd_status)
 
-    s = sub.add_parser("serve", parents=[common], help="the Gradio app")
-    s.add_argument("--host")
-    s.add_argument("--port", type=int)
-    s.add_argument("--ingest", action="store_true", help="(re)ingest the corpus first")
-    s.set_defaults(fn=cmd_serve)
-
-    try:
-        from eval.cli import register
-    except ImportError:  # eval suite not installed
-        register = None
-    if register:
+    for register in registrars:
         register(sub)
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, registrars: Sequence[Registrar] | None = None) -> int:
+    """Run one ``aqa`` command. ``registrars`` default to the full ``aqa``
+    command set of the top-level entry module (``aqa_cli``)."""
+    setup_offline_env()  # before any command imports the model libraries
+    if registrars is None:
+        registrars = _entry_registrars()
+    args = build_parser(registrars).parse_args(argv)
     try:
         return int(args.fn(args) or 0)
     except AqaError as e:
@@ -356,5 +346,22 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-if __name__ == "__main__":
+def _entry_registrars() -> Sequence[Registrar]:
+    """The registrars of the ``aqa`` entry module (``aqa_cli``, a top-level
+    module beside ``rag``: it imports the UI and eval packages, ``rag`` does
+    not), so that ``python -m rag.cli`` is the whole ``aqa`` command."""
+    import importlib
+
+    try:
+        entry = importlib.import_module("aqa_cli")
+    except ModuleNotFoundError as e:
+        if e.name != "aqa_cli":
+            raise
+        print("note: the aqa entry module is not installed; only the engine's commands "
+              "are available", file=sys.stderr)
+        return ()
+    return entry.registrars()
+
+
+if __name__ == "__main__":  # `python -m rag.cli` is the `aqa` command
     sys.exit(main())

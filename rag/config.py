@@ -16,8 +16,22 @@ from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-PROMPTS_DIR = REPO_ROOT / "prompts"
-BUNDLED_CORPUS = REPO_ROOT / "data" / "icml2025"
+
+
+def _package_data(name: str, repo_dir: Path) -> Path:
+    """A folder installed as package data (``rag/<name>``: pyproject maps the
+    repo's ``prompts/`` and ``data/`` there), found with ``importlib.resources``;
+    in a source checkout or an editable install, the repo folder itself."""
+    from importlib.resources import files
+
+    installed = files("rag").joinpath(name)
+    if isinstance(installed, Path) and installed.is_dir():
+        return installed
+    return repo_dir
+
+
+PROMPTS_DIR = _package_data("_prompts", REPO_ROOT / "prompts")
+BUNDLED_CORPUS = _package_data("_corpus", REPO_ROOT / "data") / "icml2025"
 
 
 class Settings(BaseSettings):

@@ -1,5 +1,9 @@
 """Prompt templates: plain-text files in ``prompts/``, loaded by name and
-filled with ``str.format`` fields, so prompts are versioned with the code."""
+filled with ``str.format`` fields, so prompts are versioned with the code.
+
+Installed, the templates are package data (``rag/_prompts``, read with
+``importlib.resources``); in a checkout they are read from ``prompts/``
+(``rag.config.PROMPTS_DIR`` decides which)."""
 
 from __future__ import annotations
 

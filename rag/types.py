@@ -6,6 +6,7 @@ output, the UI and the eval reports all serialise the same structure.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -107,6 +108,24 @@ class Filters:
 
     def is_empty(self) -> bool:
         return not (self.sources or self.venues or self.years or self.paper_ids)
+
+    @classmethod
+    def from_lists(
+        cls,
+        sources: Iterable[str] | None = None,
+        venues: Iterable[str] | None = None,
+        years: Iterable[Any] | None = None,
+        paper_ids: Iterable[str] | None = None,
+    ) -> Filters | None:
+        """Filters from optional lists (CLI flags, UI dropdowns); an empty or
+        missing list is no restriction, and no restriction at all is None."""
+        f = cls(
+            sources=list(sources) if sources else None,
+            venues=list(venues) if venues else None,
+            years=[int(y) for y in years] if years else None,
+            paper_ids=list(paper_ids) if paper_ids else None,
+        )
+        return None if f.is_empty() else f
 
 
 @dataclass

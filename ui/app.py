@@ -140,13 +140,7 @@ def error_text(err: BaseException) -> str:
 
 def make_filters(sources: list[str] | None, venues: list[str] | None,
                  years: list[Any] | None, paper_ids: list[str] | None) -> Filters | None:
-    f = Filters(
-        sources=list(sources) if sources else None,
-        venues=list(venues) if venues else None,
-        years=[int(y) for y in years] if years else None,
-        paper_ids=list(paper_ids) if paper_ids else None,
-    )
-    return None if f.is_empty() else f
+    return Filters.from_lists(sources, venues, years, paper_ids)
 
 
 class AqaUI:

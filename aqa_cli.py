@@ -1,0 +1,88 @@
+"""The ``aqa`` command: the engine's commands (``rag.cli``) plus the ones the
+other packages add, assembled here so that ``rag`` never imports them.
+
+- ``serve``: the Gradio app (``ui.app``; needs the ``[ui]`` extra).
+- ``eval`` and ``bench``: the evaluation suite (``eval.cli.register``; its
+  reports need the ``[eval]`` extra).
+
+A part that cannot be imported still has its command: using it prints what is
+missing and how to install it, instead of the command silently vanishing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from rag.cli import Registrar, common_options, settings_for
+from rag.errors import AqaError
+
+
+def _missing(what: str, extra: str, err: ImportError) -> Callable[[argparse.Namespace], int]:
+    def fail(args: argparse.Namespace) -> int:
+        raise AqaError(
+            f"{what} is not available: {err}. Install it with "
+            f"`pip install 'abstracts-qa[{extra}]'` (or run ./setup.sh for everything)."
+        )
+
+    return fail
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from ui.app import check_port, serve
+    except ImportError as e:  # gradio not installed
+        return _missing("`aqa serve` (the Gradio app)", "ui", e)(args)
+
+    settings = settings_for(args)
+    over = {k: v for k, v in (("host", args.host), ("port", args.port)) if v}
+    settings = settings.model_copy(update=over)
+    check_port(settings.host, settings.port)  # a port in use: one line, before any loading
+    from rag.engine import Engine
+
+    eng = Engine(settings)
+    if args.ingest:  # serve() itself indexes the corpus when the index is empty
+        eng.ingest(progress=True)
+    return serve(settings, engine=eng)
+
+
+def register_serve(sub: Any) -> None:
+    s = sub.add_parser("serve", parents=[common_options()], help="the Gradio app")
+    s.add_argument("--host")
+    s.add_argument("--port", type=int)
+    s.add_argument("--ingest", action="store_true", help="(re)ingest the corpus first")
+    s.set_defaults(fn=cmd_serve)
+
+
+def _eval_registrar() -> Registrar:
+    try:
+        from eval.cli import register
+    except ImportError as e:  # the eval suite is not installed or is broken
+        err = e
+
+        def register(sub: Any) -> None:
+            fail = _missing("The evaluation suite (`aqa eval`, `aqa bench`)", "eval", err)
+            for name, help_ in (("eval", "offline answer-quality evaluation"),
+                                ("bench", "speed benchmarks")):
+                p = sub.add_parser(name, help=f"{help_} (not available: {err})")
+                p.add_argument("rest", nargs=argparse.REMAINDER)
+                p.set_defaults(fn=fail)
+
+    return register
+
+
+def registrars() -> list[Registrar]:
+    """Every subcommand registrar beyond the engine's own commands."""
+    return [register_serve, _eval_registrar()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rag.cli import main as rag_main
+
+    return rag_main(argv, registrars=registrars())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
