@@ -20,8 +20,9 @@ AQA = str(Path(sys.executable).parent / "aqa")
 def run(args: list[str], data_dir: Path, **env) -> subprocess.CompletedProcess:
     e = {**os.environ, "AQA_LOCAL_MODEL": "smollm2-135m", "AQA_LLM_PROVIDER": "local", **env}
     e.pop("OPENAI_API_KEY", None)
+    # run outside the checkout, so that no .env file there changes the settings
     return subprocess.run([AQA, *args, "--data-dir", str(data_dir)], capture_output=True,
-                          text=True, env=e, timeout=600)
+                          text=True, env=e, timeout=600, cwd=data_dir.parent)
 
 
 @pytest.fixture
@@ -103,7 +104,7 @@ def test_ask_and_search_say_loading_within_a_second(index):
         e = {**os.environ, "AQA_LOCAL_MODEL": "smollm2-135m", "AQA_LLM_PROVIDER": "local"}
         t0 = time.monotonic()
         proc = subprocess.Popen([AQA, *cmd, "--data-dir", str(index)], stderr=subprocess.PIPE,
-                                stdout=subprocess.DEVNULL, text=True, env=e)
+                                stdout=subprocess.DEVNULL, text=True, env=e, cwd=index.parent)
         try:
             line = proc.stderr.readline()
             elapsed = time.monotonic() - t0

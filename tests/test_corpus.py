@@ -532,6 +532,7 @@ def test_dedup_uses_an_index_not_all_pairs(monkeypatch: pytest.MonkeyPatch) -> N
     assert calls < 50  # ~1.1M pairs; only real candidates get the exact check
 
 
+@pytest.mark.slow  # writes 3,333 files: a scale check, not the inner loop
 def test_loading_3333_pmlr_posts_takes_seconds(tmp_path: Path) -> None:
     rng = random.Random(3)
     vocab = [f"term{i}" for i in range(5000)]
