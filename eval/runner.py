@@ -166,13 +166,16 @@ def conversation_metrics(q: Question, answer: dict[str, Any]) -> dict[str, Any]:
 
 def floor_declines(hits: Sequence[Any], settings: Any) -> bool:
     """Whether ask() would decline before calling the LLM, by the engine's
-    rule in rag/answer.py: no hit, or (unless BM25-only) the best dense
-    cosine among the top-k papers is below ``relevance_floor``. Lets a
-    retrieval-only run (and the ablation) measure the floor without an LLM."""
+    own gate (``rag.rules.off_topic``, as ``rag.answer`` applies it): no hit,
+    or (unless BM25-only) the best dense cosine among the top-k papers is
+    below ``relevance_floor``. Lets a retrieval-only run (and the ablation)
+    measure the floor without an LLM."""
+    from rag.rules import off_topic
+
     if not hits:
         return True
     top_dense = max((h.dense_score or 0.0 for h in hits), default=0.0)
-    return settings.retriever != "bm25" and top_dense < settings.relevance_floor
+    return settings.retriever != "bm25" and off_topic(top_dense, settings).fired
 
 
 def metric_names(use_llm: bool) -> list[str]:

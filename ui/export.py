@@ -1,8 +1,9 @@
 """Exports offered by the UI: a conversation as Markdown / JSON, its cited
 papers as BibTeX, and a comparison table as Markdown / CSV.
 
-Each ``*_text`` function returns the file content (tested directly); each
-``write_*`` helper writes it to a fresh temp file for a Gradio download.
+``conversation_markdown``, ``conversation_json``, ``bibtex``,
+``comparison_markdown`` and ``comparison_csv`` return the file content (tested
+directly); ``write_export`` writes it to a fresh temp file for a Gradio download.
 Every export is safe to open even when abstracts or titles carry hostile
 text (issue 8): Markdown escapes HTML and drops ``javascript:``/``data:``
 links, CSV cells that a spreadsheet would run as a formula are prefixed with
