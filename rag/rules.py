@@ -29,8 +29,8 @@ from rag.types import RuleFiring, SearchHit
 _VALUE_Q = re.compile(
     r"(?:^|[,;:]\s*|\band\s+|\bor\s+)(?:by\s+)?(?:"
     r"how (?:many|much|long|large|big|fast|often|far)\b|"
-    r"what (?:is |was |are |were )?(?:the |its |their )?(?:\w+ )?(?:number|percentage|rate|ratio|"
-    r"size|accuracy|score|value|amount|count|speed-?up|improvement|reduction|gain|error|budget|"
+    r"what (?:is |was |are |were )?(?:the |its |their )?(?:[\w-]+ ){0,3}?(?:number|percentage|rate|"
+    r"ratio|size|accuracy|score|value|amount|count|speed-?up|improvement|reduction|gain|budget|"
     r"cost|fraction|proportion)s?\b)",
     re.IGNORECASE,
 )
