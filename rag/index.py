@@ -476,12 +476,11 @@ class VectorIndex:
     ) -> list[tuple[str, float]]:
         """(chunk_id or paper_id, cosine similarity), best first."""
         coll = self.paper_collection if papers else self.collection
-        count = coll.count()
-        if count == 0:
-            return []
+        # No count() first: it cost as much as the query itself (4 ms at 100k
+        # chunks), and Chroma returns fewer than n_results when it has fewer.
         res = coll.query(
             query_embeddings=[vec.tolist()],
-            n_results=min(n, count),
+            n_results=n,
             where=where or None,
             include=["distances"],
         )
