@@ -98,6 +98,12 @@ def evaluate_question(engine: Any, q: Question, *, use_llm: bool, search_k: int,
         timings.update(answer["timings"])
     else:
         timings.update(retrieval_ms=None, ttft_ms=None, total_ms=None)
+    if answer is not None and (getattr(q, "history", None) or getattr(q, "pinned", None)):
+        # A follow-up or pinned question is searched as interpreted, by ask().
+        ranked = [h["paper"] for h in answer.get("retrieved") or []]
+        rows = [(h["rank"], h["score"], h.get("dense_score")) for h in answer.get("retrieved") or []]
+    else:
+        rows = [(h.rank, h.score, h.dense_score) for h in hits]
     scored = M.score_question(
         qtype=q.type, gold=q.gold, must_include=q.must_include, ranked_papers=ranked,
         answer=answer, k=k, ks=KS, answerable=q.answerable,
@@ -111,9 +117,9 @@ def evaluate_question(engine: Any, q: Question, *, use_llm: bool, search_k: int,
         **q.to_dict(),
         "answerable": q.answerable,
         "retrieved": [
-            {"rank": h.rank, "score": h.score, "dense_score": h.dense_score,
+            {"rank": rank, "score": score, "dense_score": dense,
              "gold": rel is not None, **slim_paper(p)}
-            for h, p, rel in zip(hits, ranked, scored["relevance"], strict=True)
+            for (rank, score, dense), p, rel in zip(rows, ranked, scored["relevance"], strict=True)
         ],
         "answer": _slim_answer(answer) if answer else None,
         "cited": scored["cited"],

@@ -313,10 +313,12 @@ class Answerer:
         for c in answer.citations:
             c.score = max((x.support for x in out if c.number in x.citations and not x.withdrawn),
                           default=0.0)
-        if r.fired:
-            answer.rules.append(RuleFiring("declined_after_synthesis", True, "says_not_stated"))
-            target = chosen[0].hit
-            self._decline(answer, _Declined("missing_detail", target), q, keep=True)
+        gone = R.all_claims_withdrawn(out)
+        answer.rules.append(gone)
+        if r.fired or gone.fired:
+            answer.rules.append(RuleFiring("declined_after_synthesis", True,
+                                           "says_not_stated" if r.fired else "all_claims_withdrawn"))
+            self._decline(answer, _Declined("missing_detail", chosen[0].hit), q, keep=True)
             return
         answer.text = _answer_text(answer)
 

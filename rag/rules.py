@@ -9,7 +9,8 @@ it was not written from (see README, "Decision rules").
 Gates before the model:  off_topic, unknown_name.
 Evidence decisions:      no_evidence, off_question_evidence, value_not_stated,
                          named_paper_missing, one_sided_comparison.
-After the synthesis:     claim_not_in_evidence, says_not_stated.
+After the synthesis:     claim_not_in_evidence, evidence_extended, says_not_stated,
+                         all_claims_withdrawn.
 """
 
 from __future__ import annotations
@@ -156,6 +157,14 @@ def claim_not_in_evidence(sentence: str, evidence: Sequence[str], question: str)
     missing = sorted(x for x in specifics(text) if normalise(x) not in known)
     return RuleFiring("claim_not_in_evidence", bool(missing),
                       f"not in its evidence: {', '.join(missing)}" if missing else "ok")
+
+
+def all_claims_withdrawn(sentences: Sequence) -> RuleFiring:
+    """Every synthesis sentence asserted a number or name its evidence lacks:
+    the model could only answer from outside the abstracts."""
+    fired = bool(sentences) and all(
+        s.withdrawn and (s.withdrawn_reason or "").startswith("not in its evidence") for s in sentences)
+    return RuleFiring("all_claims_withdrawn", fired, f"{len(sentences)} sentence(s) withdrawn" if fired else "ok")
 
 
 def says_not_stated(sentences: Sequence[str]) -> RuleFiring:

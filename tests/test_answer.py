@@ -252,3 +252,13 @@ def test_rule_evidence_extended_adds_the_sentence_stating_the_claim(fake_engine)
     assert not any(s.withdrawn for s in a.sentences)
     assert any("3K" in q for q in a.citations[0].quotes)
     assert all(q in a.citations[0].paper.abstract for q in a.citations[0].quotes)
+
+
+def test_rule_all_claims_withdrawn_declines_as_missing_detail(fake_engine):
+    # The model picks a sentence, then can only answer with a number no abstract states.
+    eng = fake_engine(llm=ScriptedLLM(pick("verifiable rules"), "ShieldAgent uses 512 GPUs [1]."),
+                      evidence_floor=0.0)
+    a = eng.ask("Which hardware does ShieldAgent run on?")
+    assert a.declined and a.decline_kind == "missing_detail"
+    assert "all_claims_withdrawn" in rules_fired(a)
+    assert a.sentences and a.sentences[0].withdrawn and "512" in a.sentences[0].withdrawn_reason
