@@ -4,11 +4,13 @@ measured figures.
 
 Sections:
 
-- ``ingest``: cold ingest (fresh data dir) and re-ingest of the unchanged
-  corpus for MiniLM and WordLlama, beside the raw model's own batched encode
-  of the same chunk texts in the same process (the CPU's ceiling; an evenly
+- ``ingest``: cold ingest (fresh data dir) for MiniLM on sentence-transformers,
+  on ONNX Runtime fp32 and int8, and WordLlama, beside each raw model's own
+  batched encode of the same chunk texts in the same process (an evenly
   spaced sample of them, 48 at tiny size, 1,000 at full): abstracts/s,
-  chunks/s and the ingest/raw ratio. Model load time is reported apart.
+  chunks/s, the ingest/raw ratio, and every speed as a ratio to the raw
+  sentence-transformers encoder of the same run. Re-ingest of the unchanged
+  corpus runs in a fresh process. Model load time is reported apart.
 - ``search``: search (no LLM) p50/p95 at 57 papers, at ~3,300 papers and at
   100,000 chunks; index size on disk and peak RSS after each level.
   The ~3,300-paper corpus is the bundled 57, the real PMLR posts in
@@ -23,15 +25,20 @@ Sections:
   Queries then run through the unchanged engine.search path (query embedding,
   Chroma HNSW, BM25 over all chunks, fusion), which is what is timed. The
   first query, which builds the in-memory BM25 snapshot, is reported apart.
-- ``llm``: model load time, time to first token and tokens/s (token events,
-  one per token for llama.cpp) on typical questions through engine.ask_stream.
+- ``llm``: model load time, then time to first token (p50/p95, engine and
+  caller side), answer latency (p50/p95) and tokens/s over 20 questions
+  (full size) through engine.ask_stream.
 - ``baseline``: the plain LlamaIndex pipeline — one Document per abstract,
   VectorStoreIndex over a Chroma collection, the same embedding model object,
   default SentenceSplitter — with similarity_top_k=5 (the only change from
-  the defaults, so hit@5 is defined). Reports hit@5, MRR and source
-  precision@2 (LlamaIndex's default top-2 sources are what its query engine
-  attributes an answer to) for both pipelines on the same answerable
-  questions, and the speed ratio of search and index build.
+  the defaults, so hit@5 is defined), on the same corpus as ours (the --run
+  eval's corpus when given). Reports hit@5, MRR and source precision@2 for
+  both pipelines on the same answerable questions, the speed ratio of search
+  and index build, and, with --run, the baseline's citation precision over as
+  many sources as ours cited for each question.
+
+Every run appends its headline figures to ``<data_dir>/bench/history.jsonl``
+and prints the change against the previous run of the same size.
 
 Indexes are cached under ``<data_dir>/bench`` (re-runs cost a re-ingest);
 ``--size tiny`` shrinks every level so a smoke run takes seconds.
@@ -213,7 +220,12 @@ class BenchContext:
 
     @property
     def provider(self) -> str:
-        return self.base_overrides.get("embed_provider") or self.settings().embed_provider
+        """The configured embedding as a VARIANTS key (search, LLM and baseline
+        sections run with it), else the provider name."""
+        s = self.settings()
+        if s.embed_provider == "minilm" and s.embed_backend == "onnx":
+            return "minilm-onnx-int8" if s.embed_precision == "int8" else "minilm-onnx"
+        return s.embed_provider
 
     def settings(self, **over: Any):
         from rag.config import Settings
@@ -621,6 +633,28 @@ def _gold_questions(ctx: BenchContext):
     return qs[:n] if n else qs
 
 
+def baseline_corpus(ctx: BenchContext) -> tuple[list[Path], dict[str, dict]]:
+    """(corpus paths, the --run's results by question id). The run's corpus is
+    the bundled one plus its ``extra_corpus`` (summary.json)."""
+    from rag.config import BUNDLED_CORPUS
+
+    corpus: list[Path] = [BUNDLED_CORPUS]
+    rows: dict[str, dict] = {}
+    if ctx.run_dir:
+        run = Path(ctx.run_dir)
+        summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+        for e in (summary.get("run") or {}).get("extra_corpus") or []:
+            p = Path(e)
+            corpus.append(p if p.is_absolute() else REPO_ROOT / p)
+        results = run / "results.jsonl"
+        if results.is_file():
+            for line in results.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    r = json.loads(line)
+                    rows[r["id"]] = r
+    return corpus, rows
+
+
 def _ranked_metrics(ranked_provs: list[list[tuple[str, int]]], gold) -> dict[str, float]:
     rel = M.relevance_vector(ranked_provs, gold)
     top2 = ranked_provs[:2]
@@ -644,23 +678,28 @@ def bench_baseline(ctx: BenchContext) -> dict[str, Any]:
     if not qs:
         say("\n## Baseline: skipped (no question set with gold papers)")
         return {"skipped": "no question set"}
-    say(f"\n## Baseline: plain LlamaIndex VectorStoreIndex over Chroma ({len(qs)} questions)")
+    # Both pipelines index the SAME corpus: the one the --run eval used when
+    # given (bundled + its extra corpus), else the bundled corpus.
+    corpus, run_rows = baseline_corpus(ctx)
+    say(f"\n## Baseline: plain LlamaIndex VectorStoreIndex over Chroma ({len(qs)} questions, "
+        f"same corpus: {', '.join(Path(c).name for c in corpus)})")
     model, _ = ctx.model(ctx.provider)
     # Ours: build time = a cold ingest of the same corpus with the same model
     # (taken from the ingest section when it ingested exactly this corpus).
     ing = ctx.results.get("ingest", {})
     ours_build = None
-    if ing.get("corpus") == [str(BUNDLED_CORPUS)]:
+    if ing.get("corpus") == [str(c) for c in corpus]:
         ours_build = ing["providers"].get(ctx.provider, {}).get("cold_s")
     if ours_build is None:
         cold_dir = ctx.root / f"baseline-ours-{ctx.provider}"
         shutil.rmtree(cold_dir, ignore_errors=True)
         t0 = time.perf_counter()
-        ctx.engine(cold_dir, seed_cache=False).ingest([BUNDLED_CORPUS], progress=False)
+        ctx.engine(cold_dir, seed_cache=False).ingest(corpus, progress=False)
         ours_build = time.perf_counter() - t0
         shutil.rmtree(cold_dir, ignore_errors=True)
-    eng = ctx.engine(ctx.root / f"idx-57-{ctx.provider}")
-    eng.ingest([BUNDLED_CORPUS], prune=True, progress=False)
+    tag = "57" if corpus == [BUNDLED_CORPUS] else f"run-{len(corpus)}"
+    eng = ctx.engine(ctx.root / f"idx-{tag}-{ctx.provider}")
+    eng.ingest(corpus, prune=True, progress=False)
     papers = list(eng.retriever.snapshot().papers.values())
 
     base_dir = ctx.root / f"baseline-llamaindex-{ctx.provider}"
@@ -696,11 +735,20 @@ def bench_baseline(ctx: BenchContext) -> dict[str, Any]:
         nodes = retriever.retrieve(q.question)
         base_ms.append((time.perf_counter() - t0) * 1000)
         base_ids = list(dict.fromkeys(n.node.metadata.get("paper_id") for n in nodes))
-        rows.append({
+        row = {
             "id": q.id,
             "ours": _ranked_metrics(provs([h.paper.paper_id for h in hits]), q.gold),
             "baseline": _ranked_metrics(provs(base_ids), q.gold),
-        })
+        }
+        # Same number of cited sources: as many as ours cited for this question
+        # in the --run eval (its answered questions), never a fixed 2.
+        cited = (run_rows.get(q.id) or {}).get("cited") or []
+        if cited:
+            top = provs(base_ids)[: len(cited)]
+            row["n_cited"] = len(cited)
+            row["baseline"]["citation_precision_same_n"] = (
+                sum(M.gold_index(p, q.gold) is not None for p in top) / len(top) if top else 0.0)
+        rows.append(row)
     out: dict[str, Any] = {"questions": len(rows), "provider": ctx.provider}
     for side in ("ours", "baseline"):
         out[side] = {m: _r(M.mean(r[side][m] for r in rows), 3)
@@ -729,7 +777,18 @@ def bench_baseline(ctx: BenchContext) -> dict[str, Any]:
         out["ours"]["citation_precision_gold_or_supported"] = _r(
             ov.get("citation_precision", {}).get("mean"), 3)
         out["ours"]["citation_precision_from"] = str(ctx.run_dir)
-    out["baseline"]["citation_precision"] = b["source_precision@2"]
+    same_n = [r["baseline"]["citation_precision_same_n"] for r in rows
+              if "citation_precision_same_n" in r["baseline"]]
+    if same_n:  # scored on as many sources as ours cited, question by question
+        out["baseline"]["citation_precision"] = _r(M.mean(same_n), 3)
+        out["baseline"]["citation_precision_basis"] = (
+            f"top-n sources, n = papers ours cited, {len(same_n)} questions")
+        out["ours"]["mean_cited"] = _r(M.mean(r["n_cited"] for r in rows if "n_cited" in r), 2)
+    else:
+        out["baseline"]["citation_precision"] = b["source_precision@2"]
+        out["baseline"]["citation_precision_basis"] = "top-2 sources (no --run with citations)"
+    out["corpus"] = [str(c) for c in corpus]
+    out["papers"] = len(papers)
     out["per_question"] = rows
     say("| | hit@5 | MRR | source precision@2 | search p50 ms | build s |")
     say("|---|---|---|---|---|---|")
@@ -793,7 +852,8 @@ def check_targets(res: dict[str, Any], size: str) -> list[dict[str, Any]]:
         add("citation_precision_vs_baseline",
             f"{cp} vs {b['citation_precision']}" if cp is not None else None,
             None if cp is None else cp > b["citation_precision"],
-            "share of cited papers that are gold; baseline: its default top-2 sources"
+            "share of cited papers that are gold; baseline: "
+            + str(b.get("citation_precision_basis", "top-2 sources"))
             + ("" if cp is not None else "; ours needs --run RUN_DIR (an eval run with answers)"))
     else:
         add("hit5_vs_baseline", None, None)

@@ -96,3 +96,27 @@ def test_bench_all_tiny(tmp_path: Path, capsys):
     rows = [json.loads(x) for x in hist.read_text().splitlines()]
     assert len(rows) == 2 and rows[1]["figures"]["search.big.p50_ms"] > 0
     assert "Change since the previous tiny run" in capsys.readouterr().out
+
+
+def test_baseline_same_corpus_and_same_number_of_sources(tmp_path: Path):
+    """With --run, the baseline indexes the run's corpus and is scored on as many
+    sources as ours cited, question by question (never a fixed 2)."""
+    from eval.dataset import DEFAULT_SET, load_questions
+
+    qs = [q for q in load_questions(DEFAULT_SET) if q.gold and q.answerable][:3]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps(
+        {"overall": {}, "run": {"extra_corpus": []}}), encoding="utf-8")
+    (run / "results.jsonl").write_text("".join(
+        json.dumps({"id": q.id, "cited": [{"n": j} for j in range(i + 1)]}) + "\n"
+        for i, q in enumerate(qs)), encoding="utf-8")
+    ctx = bench.BenchContext(size="tiny", root=tmp_path / "b", base_overrides={
+        "embed_provider": "minilm"}, run_dir=run)
+    (tmp_path / "b").mkdir()
+    corpus, rows = bench.baseline_corpus(ctx)
+    assert len(corpus) == 1 and set(rows) == {q.id for q in qs}
+    out = bench.bench_baseline(ctx)
+    assert out["baseline"]["citation_precision_basis"].startswith("top-n sources")
+    assert [r.get("n_cited") for r in out["per_question"][:3]] == [1, 2, 3]
+    assert out["ours"]["mean_cited"] == 2.0 and out["papers"] == 57
