@@ -273,7 +273,7 @@ def summarize_latency(values: Sequence[float | None]) -> dict[str, Any]:
     }
 
 
-LATENCY_KEYS: tuple[str, ...] = ("retrieval_ms", "ttft_ms", "total_ms", "search_ms")
+LATENCY_KEYS: tuple[str, ...] = ("retrieval_ms", "evidence_ms", "ttft_ms", "total_ms", "search_ms")
 
 
 def aggregate(

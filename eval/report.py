@@ -27,7 +27,8 @@ TYPE_TABLE_METRICS: tuple[str, ...] = (
 LATENCY_LABELS: dict[str, str] = {
     "search_ms": "search (no LLM)",
     "retrieval_ms": "retrieval inside ask",
-    "ttft_ms": "time to first token",
+    "evidence_ms": "evidence chosen (quotes shown)",
+    "ttft_ms": "first synthesis token",
     "total_ms": "total answer",
 }
 

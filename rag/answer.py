@@ -128,6 +128,7 @@ class Answerer:
             yield done()
             return
         self._cite(answer, chosen, interpreted)
+        timings.evidence_ms = round((time.perf_counter() - t0) * 1000, 1)
         yield StreamEvent("evidence", answer=answer)
         yield from self._synthesise(answer, chosen, messages, raw, interpreted, t0)
         yield done()

@@ -128,6 +128,11 @@ class Filters:
         return None if f.is_empty() else f
 
 
+# Question-to-evidence cosines of all-MiniLM-L6-v2 read as "strong" / "partial".
+STRONG_MATCH = 0.5
+PARTIAL_MATCH = 0.35
+
+
 @dataclass
 class Citation:
     """A numbered citation [n] in an answer; always a retrieved paper."""
@@ -140,6 +145,13 @@ class Citation:
     # paper's best evidence sentence (independent of how the answer is worded).
     relevance: float = 0.0
     quotes: list[str] = field(default_factory=list)  # verbatim evidence sentences
+
+    @property
+    def relevance_words(self) -> str:
+        """How well the paper answers the question, in words for the reader."""
+        if self.relevance >= STRONG_MATCH:
+            return "strong match"
+        return "partial match" if self.relevance >= PARTIAL_MATCH else "weak match"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -205,7 +217,8 @@ DeclineKind = Literal["absent", "missing_detail"]
 @dataclass
 class Timings:
     retrieval_ms: float = 0.0
-    ttft_ms: float | None = None
+    evidence_ms: float | None = None  # evidence chosen: quotes can be shown from here
+    ttft_ms: float | None = None  # first token of the synthesis
     total_ms: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
