@@ -125,7 +125,8 @@ def _print_answer(a: Answer, *, streamed: bool = False) -> None:
               f"quote matches the answer: {c.score:.2f}")
     t = a.timings
     ttft = f"{t.ttft_ms / 1000:.1f}s" if t.ttft_ms else "-"
-    print(f"\n({a.model}; retrieval {t.retrieval_ms:.0f} ms, first token {ttft}, "
+    ev = f"{t.evidence_ms / 1000:.1f}s" if t.evidence_ms else "-"
+    print(f"\n({a.model}; retrieval {t.retrieval_ms:.0f} ms, evidence {ev}, first token {ttft}, "
           f"total {t.total_ms / 1000:.1f}s)")
 
 
