@@ -335,19 +335,26 @@ class VectorIndex:
                                     "was rebuilt from the corpus")
         self.catalog.set_meta(embed_model=model_name)
         old = self.catalog.hashes()
-        self._drop_orphans()
+        # The last ingest finished and nothing wrote vectors since: the vector
+        # store matches the catalog, so an unchanged re-ingest never needs to
+        # open (or even import) Chroma. Otherwise reconcile first.
+        clean = self._vectors_clean()
+        centroids: set[str] = set()
+        vectors_ok = True
+        if not clean:
+            self._drop_orphans()
+            # A paper without its centroid vector (an index from before
+            # centroids) is redone; its chunk vectors come from the cache.
+            centroids = self._ids(self.paper_collection)
+            # Fewer chunk vectors than the catalog lists (a lost vector store):
+            # redo every paper; the embedding cache makes that cheap.
+            vectors_ok = self.collection.count() >= self.catalog.counts()[1]
 
         todo: list[tuple[Paper, str]] = []
         meta_only: list[Paper] = []
-        # A paper without its centroid vector (an index from before centroids)
-        # is redone; its chunk vectors come from the cache.
-        centroids = self._ids(self.paper_collection)
-        # Fewer chunk vectors than the catalog lists (a lost vector store):
-        # redo every paper; the embedding cache makes that cheap.
-        vectors_ok = self.collection.count() >= self.catalog.counts()[1]
         for p in loaded.papers:
             h = content_hash(p)
-            if old.get(p.paper_id) == h and p.paper_id in centroids and vectors_ok:
+            if old.get(p.paper_id) == h and (clean or (p.paper_id in centroids and vectors_ok)):
                 report.papers_unchanged += 1
                 meta_only.append(p)  # provenance/links may have changed; cheap to refresh
             else:
@@ -359,6 +366,10 @@ class VectorIndex:
         if meta_only:
             self.catalog.update_metadata(meta_only)
 
+        keep = {p.paper_id for p in loaded.papers}
+        gone = [pid for pid in old if pid not in keep] if prune else []
+        if todo or gone:
+            self.catalog.set_meta(vectors_clean="0")  # until this ingest completes
         if todo:
             chunker = Chunker(self.settings)
             embedder = self._embedder_factory()
@@ -374,17 +385,23 @@ class VectorIndex:
             report.embeddings_cached = embedder.hits - hits0
 
         if prune:
-            keep = {p.paper_id for p in loaded.papers}
-            gone = [pid for pid in old if pid not in keep]
             self._delete_papers(gone)
             report.papers_pruned = len(gone)
 
         n_papers, _ = self.catalog.counts()
         report.papers_total = n_papers
         self.persist_lexical()
-        self.catalog.set_meta(last_ingest=datetime.now(UTC).isoformat(timespec="seconds"))
+        self.catalog.set_meta(last_ingest=datetime.now(UTC).isoformat(timespec="seconds"),
+                              vectors_clean="1")
         report.seconds = round(time.perf_counter() - t0, 3)
         return report
+
+    def _vectors_clean(self) -> bool:
+        """The catalog's marker that the last ingest completed (cleared before
+        any vector write), and, for the embedded store, its file still there."""
+        if self.catalog.get_meta("vectors_clean") != "1":
+            return False
+        return bool(self.settings.chroma_host) or (self.chroma_path / "chroma.sqlite3").is_file()
 
     def _ingest_batch(
         self, batch: list[tuple[Paper, str]], chunker: Chunker, embedder: CachedEmbedder
@@ -460,15 +477,22 @@ class VectorIndex:
         pays for building it (a no-op when the saved one is current)."""
         from rag.lexical import corpus_key, load_or_build
 
-        _, papers, rows = self.catalog.read_snapshot()
+        gen = str(self.catalog.generation())
+        saved = self.catalog.get_meta("bm25_key")
+        if self.catalog.get_meta("bm25_generation") == gen and saved and (
+                self.lexical_dir / saved).is_dir():
+            return  # nothing committed since it was saved: no catalog read at all
+        g, papers, rows = self.catalog.read_snapshot()
+        gen = str(g)  # the generation these rows belong to
         by_id = {p.paper_id: p for p in papers}
         rows = [r for r in rows if r[1] in by_id]
         if not rows:
             return
         ids = [r[0] for r in rows]
-        if (self.lexical_dir / corpus_key(ids)).is_dir():
-            return
-        load_or_build(self.lexical_dir, ids, [embed_text(by_id[r[1]], r[3]) for r in rows])
+        key = corpus_key(ids)
+        if not (self.lexical_dir / key).is_dir():
+            load_or_build(self.lexical_dir, ids, [embed_text(by_id[r[1]], r[3]) for r in rows])
+        self.catalog.set_meta(bm25_generation=gen, bm25_key=key)
 
     # --- query ---
     def query(

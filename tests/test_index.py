@@ -209,3 +209,30 @@ def test_centroid_only_papers_and_filters_in_fusion(tmp_path):
     one = hits[3].paper.paper_id
     only = eng.search("agents", k=5, filters=Filters(paper_ids=[one]))
     assert [h.paper.paper_id for h in only] == [one]
+
+
+def test_unchanged_reingest_does_not_open_chroma_but_repairs_a_lost_store(tmp_path, monkeypatch):
+    """An unchanged re-ingest after a completed one reads the catalog only;
+    after an interrupted ingest or a deleted vector store it reconciles."""
+    from rag.index import VectorIndex
+
+    corpus = _corpus_copy(tmp_path)
+    _engine(tmp_path).ingest([corpus], progress=False)
+
+    def no_chroma(self):
+        raise AssertionError("an unchanged re-ingest opened Chroma")
+
+    monkeypatch.setattr(VectorIndex, "_open_collections", no_chroma)
+    rep = _engine(tmp_path).ingest([corpus], progress=False)
+    assert rep.papers_unchanged == 57 and rep.chunks_embedded == 0
+    monkeypatch.undo()
+
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    shutil.rmtree(tmp_path / "idx" / "chroma")
+    SharedSystemClient.clear_system_cache()  # as a new process would be
+    eng = _engine(tmp_path)
+    rep = eng.ingest([corpus], progress=False)
+    assert rep.papers_updated == 57 and rep.chunks_embedded == 0  # all from the cache
+    assert eng.index.collection.count() == eng.status().chunks
+    assert eng.search("guardrail agent safety policy", k=3)
