@@ -73,6 +73,14 @@ class Answerer:
     def llm(self) -> LLM:
         return self._llm_factory()
 
+    def _corpus_texts(self) -> list[str]:
+        """Titles and abstracts of the indexed papers (cached per catalog snapshot)."""
+        snap = self.retriever.snapshot()
+        if getattr(self, "_texts_for", None) is not snap:
+            self._texts = [p.title + " " + p.abstract for p in snap.papers.values()]
+            self._texts_for = snap
+        return self._texts
+
     # ------------------------------------------------------------ retrieval
     def _hits(self, question: str, *, pinned: list[str], include: list[str], k: int,
               filters: Filters | None) -> list[SearchHit]:
@@ -152,7 +160,8 @@ class Answerer:
             trace.append(R.unknown_name(self.retriever.unknown_names(q)))
             if trace[-1].fired:
                 raise _Declined("absent")
-            named = sorted({i for v in R.named_papers(q, hits).values() for i in v})
+            named = sorted({i for v in R.named_papers(q, hits, self._corpus_texts()).values()
+                            for i in v})
             # "Compare AdvAgent and Speak Easy": one recognised name in a comparison
             # may leave the other paper unnamed, so the search results stay in.
             if len(named) < 2 and R.is_comparative(q):
@@ -196,15 +205,16 @@ class Answerer:
             trace.append(RuleFiring("choice_unparsed", True, f"reply {raw[:80]!r}; used [{best.id}]"))
         chosen = [cands[i - 1] for i in ids]
         trace.append(R.no_evidence(ids))
-        named = R.named_papers(q, hits)
+        named = R.named_papers(q, hits, self._corpus_texts())
         target = 0 if pinned else next(iter(sorted(i for v in named.values() for i in v)), None)
         if trace[-1].fired:
             raise _Declined(self._kind(hits, target), target)
         if not pinned:
-            chosen, r = R.off_question_evidence(chosen, s)
-            trace.append(r)
-            if r.fired:
-                raise _Declined(self._kind(hits, target), target)
+            if not named:  # a question naming its paper is about it, however it is worded
+                chosen, r = R.off_question_evidence(chosen, s)
+                trace.append(r)
+                if r.fired:
+                    raise _Declined(self._kind(hits, target), target)
             chosen, r = R.named_paper_missing(named, chosen, cands, s)
             trace.append(r)
             if r.fired:
@@ -212,8 +222,9 @@ class Answerer:
             if not named:
                 chosen, r = R.one_sided_comparison(q, chosen, cands, s)
                 trace.append(r)
-        trace.append(R.value_not_stated(q, chosen))
-        if trace[-1].fired:
+        chosen, r = R.value_not_stated(q, chosen, cands)
+        trace.append(r)
+        if r.fired:
             # The model found the paper; only the asked value is missing from it.
             raise _Declined("missing_detail", target if target is not None else chosen[0].hit)
         return chosen, messages, raw

@@ -21,20 +21,34 @@ from collections.abc import Sequence
 from rag.config import Settings
 from rag.evidence import Candidate
 from rag.labels import paper_name, system_name
-from rag.text import NAME, NOT_STATED, has_value, normalise, specifics, strip_markers, unlatex
+from rag.text import (
+    NAME,
+    NOT_STATED,
+    has_value,
+    normalise,
+    specifics,
+    stemmer,
+    strip_markers,
+    unlatex,
+    values,
+)
 from rag.types import RuleFiring, SearchHit
 
 # "how many…", "by how much…", "what is the accuracy/number/size…" ask for a
 # value when they open the question or one of its clauses ("a measure of how
 # much X helps" inside a "what measure…" question asks for no value).
 _VALUE_Q = re.compile(
-    r"(?:^|[,;:]\s*|\band\s+|\bor\s+)(?:by\s+)?(?:"
+    r"(?:^|[,;:]\s*|\band\s+|\bor\s+)(?:(?:by|across|in|on|for|with|at|over|to|from|of)\s+)?(?:"
     r"how (?:many|much|long|large|big|fast|often|far)\b|"
     r"what (?:is |was |are |were )?(?:the |its |their )?(?:[\w-]+ ){0,3}?(?:number|percentage|rate|"
     r"ratio|size|accuracy|score|value|amount|count|speed-?up|improvement|reduction|gain|budget|"
     r"cost|fraction|proportion)s?\b)",
     re.IGNORECASE,
 )
+
+
+# A name used by more papers than this is a field's term (LLM), not a paper's name.
+GENERIC_NAME_PAPERS = 3
 
 
 def off_topic(top_dense: float, s: Settings) -> RuleFiring:
@@ -72,27 +86,47 @@ def asks_value(question: str) -> bool:
     return bool(_VALUE_Q.search(question))
 
 
-def value_not_stated(question: str, chosen: list[Candidate]) -> RuleFiring:
+def value_not_stated(question: str, chosen: list[Candidate],
+                     cands: Sequence[Candidate] = ()) -> tuple[list[Candidate], RuleFiring]:
     """A question asking for a value (how many, what accuracy) whose chosen
-    evidence states no number beyond those in the question."""
+    evidence states no number beyond those in the question. Before firing, a
+    candidate sentence of the chosen papers that states a value and holds the
+    question's own terms (at least two of them) replaces the evidence."""
     if not asks_value(question):
-        return RuleFiring("value_not_stated", False, "question asks for no value")
+        return chosen, RuleFiring("value_not_stated", False, "question asks for no value")
     asked = {normalise(x) for x in specifics(question)}
-    for c in chosen:
+
+    def states(c: Candidate) -> bool:
         vals = {normalise(x) for x in specifics(unlatex(c.text)) if any(ch.isdigit() for ch in x)}
-        if vals - asked or (has_value(c.text) and not vals):
-            return RuleFiring("value_not_stated", False, f"sentence [{c.id}] states a value")
-    return RuleFiring("value_not_stated", True, "no chosen sentence states a new value")
+        return bool(vals - asked or (has_value(c.text) and not vals))
+
+    for c in chosen:
+        if states(c):
+            return chosen, RuleFiring("value_not_stated", False, f"sentence [{c.id}] states a value")
+    stem = stemmer()
+    focus = stem.terms(question)
+    papers = {c.hit for c in chosen}
+    fits = [c for c in cands if c.hit in papers and states(c)
+            and len(focus & stem.terms(c.text)) >= min(2, len(focus))]
+    if fits:
+        best = max(fits, key=lambda c: c.relevance)
+        return [best], RuleFiring("value_not_stated", False,
+                                  f"replaced by [{best.id}], which states a value in the question's terms")
+    return chosen, RuleFiring("value_not_stated", True, "no chosen sentence states a new value")
 
 
-def named_papers(question: str, hits: list[SearchHit]) -> dict[str, list[int]]:
+def named_papers(question: str, hits: list[SearchHit],
+                 corpus: Sequence[str] = ()) -> dict[str, list[int]]:
     """Names in the question (MELON, MeCo, NS-DPO) that are the own name of
     one or two retrieved papers: in the title before its colon, or the name
-    the abstract gives its method. Generic acronyms (LLM, GPU) are not.
+    the abstract gives its method. A name found in more than
+    ``GENERIC_NAME_PAPERS`` texts of ``corpus`` (LLM, GPU) names no paper.
     name -> hit indices."""
     out: dict[str, list[int]] = {}
     for name in {m.group(0) for m in NAME.finditer(question)}:
         pat = re.compile(rf"(?<![\w-]){re.escape(name)}s?(?![\w-])")
+        if corpus and sum(1 for t in corpus if pat.search(t)) > GENERIC_NAME_PAPERS:
+            continue
         idx = [i for i, h in enumerate(hits)
                if pat.search(h.paper.title.split(":", 1)[0] if ":" in h.paper.title else "")
                or pat.search(paper_name(h.paper.title, h.paper.abstract))
@@ -153,8 +187,11 @@ def one_sided_comparison(question: str, chosen: list[Candidate], cands: list[Can
 def claim_not_in_evidence(sentence: str, evidence: Sequence[str], question: str) -> RuleFiring:
     """A synthesis sentence asserts a number or name its cited evidence does not contain."""
     known = normalise(" ".join(evidence) + " " + question)
+    known_values = values(" ".join(evidence) + " " + question)
     text, _ = strip_markers(sentence)
-    missing = sorted(x for x in specifics(text) if normalise(x) not in known)
+    # A number counts as stated when its value is ("3,000" for "3K").
+    missing = sorted(x for x in specifics(text) if normalise(x) not in known
+                     and not (values(x) and values(x) <= known_values))
     return RuleFiring("claim_not_in_evidence", bool(missing),
                       f"not in its evidence: {', '.join(missing)}" if missing else "ok")
 

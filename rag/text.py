@@ -81,6 +81,20 @@ def specifics(text: str) -> set[str]:
     return {s for s in found if len(s) > 1 or not s.isdigit()}
 
 
+_SCALE = {"k": 1e3, "m": 1e6, "b": 1e9}
+_VALUE = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s?([kKmMbB]|thousand|million|billion)?(?![\w])")
+
+
+def values(text: str) -> set[float]:
+    """The numbers a text states, as values: "3K", "3,000" and "3 thousand" are one value."""
+    out: set[float] = set()
+    for m in _VALUE.finditer(unlatex(text)):
+        v = float(m.group(1).replace(",", ""))
+        unit = (m.group(2) or "").lower()
+        out.add(round(v * _SCALE.get(unit[:1], 1.0), 6))
+    return out
+
+
 def has_value(text: str) -> bool:
     """Whether a text states a number (digits or a number word)."""
     return bool(NUMBER.search(unlatex(text)) or _NUMBER_WORD.search(text))

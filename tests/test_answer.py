@@ -262,3 +262,33 @@ def test_rule_all_claims_withdrawn_declines_as_missing_detail(fake_engine):
     assert a.declined and a.decline_kind == "missing_detail"
     assert "all_claims_withdrawn" in rules_fired(a)
     assert a.sentences and a.sentences[0].withdrawn and "512" in a.sentences[0].withdrawn_reason
+
+
+def test_rule_value_not_stated_takes_a_sentence_stating_the_value_in_the_questions_terms():
+    from rag.evidence import Candidate
+    from rag.rules import value_not_stated
+
+    c = [Candidate(1, 0, "LEMoN identifies label errors in image-caption data.", 0.6, 0),
+         Candidate(2, 0, "Across eight datasets and twelve baselines, LEMoN beats them by 3%.", 0.5, 1),
+         Candidate(3, 0, "It improves captioning by 2 BLEU points.", 0.4, 2)]
+    q = "Across how many datasets and baselines was LEMoN evaluated?"
+    chosen, r = value_not_stated(q, c[:1], c)
+    assert not r.fired and [x.id for x in chosen] == [2]
+    # No sentence holds the asked quantity's terms: the rule fires.
+    chosen, r = value_not_stated("How many GPUs were used to train LEMoN?", c[:1], c)
+    assert r.fired and chosen == c[:1]
+
+
+def test_generic_acronyms_name_no_paper(fake_engine):
+    from rag.rules import named_papers
+
+    eng = fake_engine()
+    hits = eng.search("prompt injection defense for LLM agents", k=5)
+    corpus = [p.title + " " + p.abstract for p in eng.papers()]
+    assert "LLM" not in named_papers("Which LLM agents resist prompt injection?", hits, corpus)
+    assert "MELON" in named_papers("How does MELON detect prompt injection?", hits, corpus)
+
+
+def test_numbers_match_by_value():
+    assert not claim_not_in_evidence("It has 3,000 pairs.", ["a dataset with 3K pairs"], "q").fired
+    assert claim_not_in_evidence("It has 4,000 pairs.", ["a dataset with 3K pairs"], "q").fired
