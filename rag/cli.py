@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rag.config import Settings, get_settings, setup_offline_env
+from rag.config import Settings, load_settings, preset_names, setup_offline_env
 from rag.errors import AqaError
 from rag.types import Answer, Comparison, Filters, SearchHit
 
@@ -27,8 +27,8 @@ Registrar = Callable[[Any], None]
 
 
 def settings_for(args: argparse.Namespace) -> Settings:
-    """Settings with the common flags (--data-dir, --mode) applied."""
-    base = get_settings()
+    """Settings with the common flags (--preset, --data-dir, --mode) applied."""
+    base = load_settings(getattr(args, "preset", None))
     over = {}
     if getattr(args, "data_dir", None):
         over["data_dir"] = Path(args.data_dir)
@@ -256,7 +256,13 @@ def status_text(st) -> str:
         f"LLM:         {st.llm_model}",
         f"Last ingest: {st.last_ingest or 'never'}",
     ]
-    if not st.papers:
+    h = st.health or {}
+    if h:
+        lines.append(f"Health:      {'ok' if h.get('ok') else 'DAMAGED'}")
+        lines.append(f"  catalog:   {h.get('catalog')}")
+        lines.append(f"  vectors:   {h.get('vectors')}")
+        lines += [f"  problem:   {p}" for p in h.get("problems") or []]
+    if not st.papers and h.get("ok", True):
         lines.append("Nothing is indexed yet: run `aqa ingest`.")
     return "\n".join(lines)
 
@@ -267,11 +273,15 @@ def cmd_status(args):
         _emit(st.to_dict())
     else:
         print(status_text(st))
+    return 0 if st.health.get("ok", True) else 1
 
 
 def common_options() -> argparse.ArgumentParser:
-    """The --data-dir/--json parent parser, for commands that others register."""
+    """The --preset/--data-dir/--json parent parser, for commands that others register."""
     common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--preset", metavar="NAME",
+                        help="named settings from rag/presets/ (default: AQA_PRESET); "
+                        f"one of {', '.join(preset_names())}; env and .env still win")
     common.add_argument("--data-dir", help="index location (default: AQA_DATA_DIR or .aqa)")
     common.add_argument("--json", action="store_true", help="machine-readable JSON output")
     return common

@@ -97,9 +97,9 @@ class Engine:
         self._ready()
         self._get_embedder().embed_query("warm up")
         if llm:
-            model = self._get_llm()
-            if hasattr(model, "_load"):
-                model._load()
+            load = getattr(self._get_llm(), "load", None)  # e.g. LocalLLM: the GGUF
+            if callable(load):
+                load()
 
     @property
     def llm_name(self) -> str:
@@ -137,7 +137,7 @@ class Engine:
         if query and query.strip():
             return [h.paper for h in self.search(query, k=limit or 20, filters=filters)]
         snap = self.retriever.snapshot()
-        out = [p for p in snap.papers.values() if HybridRetriever._paper_ok(p, filters)]
+        out = [p for p in snap.papers.values() if HybridRetriever.paper_ok(p, filters)]
         out.sort(key=lambda p: p.title.lower())
         return out[:limit] if limit else out
 
@@ -163,19 +163,22 @@ class Engine:
         raise PaperNotFoundError(f"No paper matches '{ref}'. Closest: {hint}")
 
     def status(self) -> CorpusStatus:
-        n_papers, n_chunks = self.index.catalog.counts()
-        return CorpusStatus(
-            papers=n_papers,
-            chunks=n_chunks,
-            sources=self.index.catalog.source_counts(),
-            embed_model=self.index.catalog.get_meta("embed_model") or self.embed_name,
-            llm_model=self.llm_name,
-            last_ingest=self.index.catalog.get_meta("last_ingest"),
-            data_dir=str(self.settings.data_dir),
-        )
-
-    def sources(self) -> list[str]:
-        return sorted(self.index.catalog.source_counts())
+        """What is indexed, with which models, and whether the index is healthy
+        (a damaged index is reported, not raised)."""
+        health = self.index.health()
+        st = CorpusStatus(papers=0, chunks=0, sources={}, embed_model=self.embed_name,
+                          llm_model=self.llm_name, last_ingest=None,
+                          data_dir=str(self.settings.data_dir),
+                          health={"ok": health.ok, "catalog": health.catalog,
+                                  "vectors": health.vectors, "problems": list(health.problems)})
+        if health.catalog == "damaged":
+            return st
+        cat = self.index.catalog
+        st.papers, st.chunks = cat.counts()
+        st.sources = cat.source_counts()
+        st.embed_model = cat.get_meta("embed_model") or self.embed_name
+        st.last_ingest = cat.get_meta("last_ingest")
+        return st
 
     def example_questions(self, n: int = 4) -> list[str]:
         """Questions drawn from the loaded corpus: named systems first."""

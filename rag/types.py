@@ -361,6 +361,8 @@ class CorpusStatus:
     llm_model: str
     last_ingest: str | None  # ISO timestamp
     data_dir: str
+    # Index health: {"ok", "catalog", "vectors", "problems"}; problems name the file and the fix.
+    health: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -68,7 +68,14 @@ def test_truncated_catalog_is_one_clear_line_and_rebuild_recovers(built):
     for side in ("-wal", "-shm"):
         Path(str(cat) + side).unlink(missing_ok=True)
     eng = _engine(built)
-    for call in (lambda: eng.search(Q), eng.status, lambda: eng.ingest([BUNDLED_CORPUS])):
+    # `aqa status` reports the damage (one line naming the file and the fix) instead of raising.
+    st = eng.status()
+    assert not st.health["ok"] and st.papers == 0
+    assert any("catalog.sqlite" in p and "aqa ingest --rebuild" in p for p in st.health["problems"])
+    from rag.cli import status_text
+
+    assert "DAMAGED" in status_text(st)
+    for call in (lambda: eng.search(Q), lambda: eng.ingest([BUNDLED_CORPUS])):
         with pytest.raises(IndexDamagedError) as e:
             call()
         msg = str(e.value)
