@@ -81,6 +81,15 @@ class Answerer:
             self._texts_for = snap
         return self._texts
 
+    def _generic(self, name: str) -> bool:
+        """Whether a name is a field's common term in this corpus (cached per snapshot)."""
+        texts = self._corpus_texts()
+        cache = self.__dict__.setdefault("_generic_cache", {})
+        key = (id(texts), name)
+        if key not in cache:
+            cache[key] = R.is_generic(name, texts)
+        return cache[key]
+
     # ------------------------------------------------------------ retrieval
     def _hits(self, question: str, *, pinned: list[str], include: list[str], k: int,
               filters: Filters | None) -> list[SearchHit]:
@@ -296,7 +305,7 @@ class Answerer:
                 # A paper's own title and name are not claims that need evidence.
                 named = [heading(answer.retrieved[c.hit].paper) for c in cited]
                 ev_texts = [c.text for c in cited]
-                claim = R.claim_not_in_evidence(body, ev_texts + named, q)
+                claim = R.claim_not_in_evidence(body, ev_texts + named, q, self._generic)
                 if claim.fired and (extra := self._extend(answer, cited, body, q, named)):
                     claim = RuleFiring("claim_not_in_evidence", False, "ok after evidence_extended")
                     ev_texts.append(extra)
@@ -345,7 +354,7 @@ class Answerer:
                 if sent in (x.text for x in answer.evidence):
                     continue
                 known = [x.text for x in cited] + named + [sent]
-                if not R.claim_not_in_evidence(body, known, q).fired:
+                if not R.claim_not_in_evidence(body, known, q, self._generic).fired:
                     n = next(e.number for e in answer.evidence if e.paper_id == paper.paper_id)
                     rel = float(np.asarray(self.embedder.embed_texts([sent]))[0]
                                 @ np.asarray(self.embedder.embed_query(q)))

@@ -51,6 +51,18 @@ _VALUE_Q = re.compile(
 GENERIC_NAME_PAPERS = 3
 
 
+def is_generic(name: str, corpus: Sequence[str]) -> bool:
+    """A name used by more than GENERIC_NAME_PAPERS indexed papers (LLM, GPU, API)."""
+    pat = re.compile(rf"(?<![\w-]){re.escape(name)}s?(?![\w-])")
+    n = 0
+    for t in corpus:
+        if pat.search(t):
+            n += 1
+            if n > GENERIC_NAME_PAPERS:
+                return True
+    return False
+
+
 def off_topic(top_dense: float, s: Settings) -> RuleFiring:
     """No retrieved passage is semantically close to the question."""
     fired = top_dense < s.relevance_floor
@@ -125,7 +137,7 @@ def named_papers(question: str, hits: list[SearchHit],
     out: dict[str, list[int]] = {}
     for name in {m.group(0) for m in NAME.finditer(question)}:
         pat = re.compile(rf"(?<![\w-]){re.escape(name)}s?(?![\w-])")
-        if corpus and sum(1 for t in corpus if pat.search(t)) > GENERIC_NAME_PAPERS:
+        if corpus and is_generic(name, corpus):
             continue
         idx = [i for i, h in enumerate(hits)
                if pat.search(h.paper.title.split(":", 1)[0] if ":" in h.paper.title else "")
@@ -184,14 +196,17 @@ def one_sided_comparison(question: str, chosen: list[Candidate], cands: list[Can
     return chosen, RuleFiring("one_sided_comparison", True, f"added [{best.id}]")
 
 
-def claim_not_in_evidence(sentence: str, evidence: Sequence[str], question: str) -> RuleFiring:
-    """A synthesis sentence asserts a number or name its cited evidence does not contain."""
+def claim_not_in_evidence(sentence: str, evidence: Sequence[str], question: str,
+                          generic=lambda name: False) -> RuleFiring:
+    """A synthesis sentence asserts a number or name its cited evidence does
+    not contain (a field's common term, ``generic(name)``, such as LLM, is no claim)."""
     known = normalise(" ".join(evidence) + " " + question)
     known_values = values(" ".join(evidence) + " " + question)
     text, _ = strip_markers(sentence)
     # A number counts as stated when its value is ("3,000" for "3K").
     missing = sorted(x for x in specifics(text) if normalise(x) not in known
-                     and not (values(x) and values(x) <= known_values))
+                     and not (values(x) and values(x) <= known_values)
+                     and not (not any(ch.isdigit() for ch in x) and generic(x)))
     return RuleFiring("claim_not_in_evidence", bool(missing),
                       f"not in its evidence: {', '.join(missing)}" if missing else "ok")
 

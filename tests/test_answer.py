@@ -292,3 +292,12 @@ def test_generic_acronyms_name_no_paper(fake_engine):
 def test_numbers_match_by_value():
     assert not claim_not_in_evidence("It has 3,000 pairs.", ["a dataset with 3K pairs"], "q").fired
     assert claim_not_in_evidence("It has 4,000 pairs.", ["a dataset with 3K pairs"], "q").fired
+
+
+def test_common_terms_are_not_claims_but_unknown_names_are():
+    corpus = [f"Paper {i} studies LLM agents." for i in range(10)] + ["MELON masks tool calls."]
+    from rag.rules import is_generic
+
+    generic = lambda n: is_generic(n, corpus)  # noqa: E731
+    assert not claim_not_in_evidence("An LLM is used.", ["It masks calls."], "q", generic).fired
+    assert claim_not_in_evidence("MELON uses GPT-5.", ["It masks calls."], "q", generic).fired
