@@ -3,6 +3,10 @@ environment and ``.env``, plus the offline-safe process environment.
 
 Every field is documented in ``.env.example``. Env names are the upper-case
 field names prefixed ``AQA_`` except the standard OpenAI ones.
+
+Presets (``rag/presets/NAME.env``, chosen by ``AQA_PRESET`` or ``aqa --preset
+NAME``) are named sets of a few settings. Precedence: arguments to
+``Settings(...)`` > environment variables > ``.env`` > preset > defaults.
 """
 
 from __future__ import annotations
@@ -10,10 +14,15 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import AliasChoices, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    DotEnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,10 +43,70 @@ PROMPTS_DIR = _package_data("_prompts", REPO_ROOT / "prompts")
 BUNDLED_CORPUS = _package_data("_corpus", REPO_ROOT / "data") / "icml2025"
 
 
+def presets_dir() -> Path:
+    """``rag/presets``: package data, so a non-editable install has it too."""
+    from importlib.resources import files
+
+    return Path(str(files("rag").joinpath("presets")))
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in presets_dir().glob("*.env"))
+
+
+def preset_file(name: str) -> Path:
+    """The file of preset ``name``; an unknown name is an ``AqaError`` naming the known ones."""
+    path = presets_dir() / f"{name}.env"
+    if not name or "/" in name or "\\" in name or not path.is_file():
+        from rag.errors import AqaError
+
+        raise AqaError(f"Unknown preset '{name}' (--preset / AQA_PRESET): choose one of "
+                       f"{', '.join(preset_names())}.")
+    return path
+
+
+class _PresetSource(PydanticBaseSettingsSource):
+    """The settings of the chosen preset, read like a ``.env`` file. Asked for
+    after the environment and ``.env``, so those win over a preset."""
+
+    def __init__(self, settings_cls: type[BaseSettings],
+                 *named_by: PydanticBaseSettingsSource) -> None:
+        super().__init__(settings_cls)
+        self._named_by = named_by  # init arguments, environment, .env: the first naming one
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ reads the whole file
+
+    def __call__(self) -> dict[str, Any]:
+        name = None
+        for source in self._named_by:
+            found = (source.init_kwargs if hasattr(source, "init_kwargs") else source()).get(
+                "preset")
+            if found:
+                name = found
+                break
+        if not name:
+            return {}
+        values = DotEnvSettingsSource(self.settings_cls, env_file=preset_file(str(name)))()
+        values.pop("preset", None)
+        return values
+
+
+# The canonical names of the bundled local models; old names still accepted.
+LOCAL_MODEL_ALIASES = {"qwen2.5-1.5b": "qwen2.5-coder-1.5b"}
+
+
 class Settings(BaseSettings):
+    """One flat model, its fields grouped by section (storage, corpus,
+    embeddings, retrieval, evidence, LLM, answer checking, UI) as in
+    ``.env.example``."""
+
     model_config = SettingsConfigDict(
         env_prefix="AQA_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
     )
+
+    # --- preset (rag/presets/NAME.env: a few settings under a name) ---
+    preset: str | None = None
 
     # --- storage ---
     data_dir: Path = Path(".aqa")
@@ -52,7 +121,8 @@ class Settings(BaseSettings):
     dedup_threshold: float = 0.6
 
     # --- embeddings ---
-    embed_provider: Literal["minilm", "wordllama", "openai"] = "minilm"
+    # minilm, wordllama, openai, or another name registered in rag.providers
+    embed_provider: str = "minilm"
     embed_model: str = "text-embedding-3-small"  # only for embed_provider=openai
     embed_batch_size: int = 32
     embed_backend: Literal["onnx", "torch"] = "onnx"  # minilm: ONNX Runtime or sentence-transformers
@@ -81,8 +151,9 @@ class Settings(BaseSettings):
     detail_floor: float = 0.5
 
     # --- LLM ---
-    llm_provider: Literal["auto", "local", "openai"] = "auto"
-    local_model: Literal["qwen2.5-1.5b", "smollm2-135m"] = "qwen2.5-1.5b"
+    # auto, local, openai, or another name registered in rag.providers
+    llm_provider: str = "auto"
+    local_model: Literal["qwen2.5-coder-1.5b", "smollm2-135m"] = "qwen2.5-coder-1.5b"
     local_model_path: Path | None = None
     model_cache_dir: Path = Path.home() / ".cache" / "abstracts-qa"
     llm_context: int = 4096
@@ -117,6 +188,40 @@ class Settings(BaseSettings):
     ui_min_score: float = 0.35  # explorer: search matches scoring below are not listed
     ui_search_limit: int = 30  # explorer: papers a search returns before the cut-off
 
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        preset = _PresetSource(settings_cls, init_settings, env_settings, dotenv_settings)
+        return init_settings, env_settings, dotenv_settings, file_secret_settings, preset
+
+    @field_validator("local_model", mode="before")
+    @classmethod
+    def _local_model_alias(cls, v: Any) -> Any:
+        return LOCAL_MODEL_ALIASES.get(v, v) if isinstance(v, str) else v
+
+    @field_validator("llm_provider")
+    @classmethod
+    def _known_llm_provider(cls, v: str) -> str:
+        from rag.providers import LLM_PROVIDERS
+
+        if v != "auto" and v not in LLM_PROVIDERS:
+            raise ValueError(f"unknown LLM provider {v!r}: choose one of "
+                             f"{', '.join(['auto', *LLM_PROVIDERS.names()])}")
+        return v
+
+    @field_validator("embed_provider")
+    @classmethod
+    def _known_embed_provider(cls, v: str) -> str:
+        from rag.providers import EMBED_PROVIDERS
+
+        if v not in EMBED_PROVIDERS:
+            raise ValueError(f"unknown embedding provider {v!r}: choose one of "
+                             f"{', '.join(EMBED_PROVIDERS.names())}")
+        return v
+
     @property
     def resolved_llm_provider(self) -> str:
         if self.llm_provider != "auto":
@@ -134,6 +239,11 @@ class Settings(BaseSettings):
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     return Settings()
+
+
+def load_settings(preset: str | None = None) -> Settings:
+    """``get_settings()``, or with ``preset`` (e.g. ``--preset``) chosen over ``AQA_PRESET``."""
+    return Settings(preset=preset) if preset else get_settings()
 
 
 def setup_offline_env() -> None:

@@ -85,7 +85,9 @@ def embed_model_name(settings: Settings) -> str:
     if settings.embed_provider == "minilm":
         _check_backend(settings)
         return "all-MiniLM-L6-v2" + (INT8_SUFFIX if settings.embed_precision == "int8" else "")
-    return {"wordllama": "wordllama-l2-supercat"}[settings.embed_provider]
+    # A registered provider of its own (rag.providers) is recorded under its name.
+    return {"wordllama": "wordllama-l2-supercat"}.get(settings.embed_provider,
+                                                       settings.embed_provider)
 
 
 def embed_backend_name(settings: Settings) -> str:
@@ -105,30 +107,34 @@ def _check_backend(settings: Settings) -> None:
 
 
 def make_embed_model(settings: Settings) -> BaseEmbedding:
-    if settings.embed_provider == "minilm" and settings.embed_backend == "onnx":
-        _check_backend(settings)
-        from rag.embed_onnx import OnnxMiniLM
+    """The embedding model registered under ``settings.embed_provider``
+    (``rag.providers``: the four below are built in)."""
+    from rag.providers import EMBED_PROVIDERS
 
-        return OnnxMiniLM(
-            settings.model_cache_dir,
-            precision=settings.embed_precision,
-            threads=settings.llm_threads,
-            workers=settings.embed_workers,
-            embed_batch_size=settings.embed_batch_size,
-        )
     _check_backend(settings)
-    if settings.embed_provider == "wordllama":
-        return WordLlamaEmbedding(embed_batch_size=settings.embed_batch_size)
-    if settings.embed_provider == "openai":
-        from llama_index.embeddings.openai import OpenAIEmbedding
+    return EMBED_PROVIDERS.create(settings.embed_provider, settings)
 
-        return OpenAIEmbedding(
-            model=settings.embed_model,
-            api_key=settings.openai_api_key,
-            api_base=settings.openai_base_url,
-            timeout=settings.llm_timeout,
-            max_retries=settings.llm_retries,
-        )
+
+def minilm_embedding(settings: Settings) -> BaseEmbedding:
+    """all-MiniLM-L6-v2 on the ``AQA_EMBED_BACKEND``: ONNX Runtime or torch."""
+    if settings.embed_backend == "onnx":
+        return minilm_onnx_embedding(settings)
+    return minilm_torch_embedding(settings)
+
+
+def minilm_onnx_embedding(settings: Settings) -> BaseEmbedding:
+    from rag.embed_onnx import OnnxMiniLM
+
+    return OnnxMiniLM(
+        settings.model_cache_dir,
+        precision=settings.embed_precision,
+        threads=settings.llm_threads,
+        workers=settings.embed_workers,
+        embed_batch_size=settings.embed_batch_size,
+    )
+
+
+def minilm_torch_embedding(settings: Settings) -> BaseEmbedding:
     import torch
     from llama_index.embeddings.huggingface import HuggingFaceEmbedding
 
@@ -140,6 +146,22 @@ def make_embed_model(settings: Settings) -> BaseEmbedding:
         device="cpu",
         embed_batch_size=settings.embed_batch_size,
         normalize=True,
+    )
+
+
+def wordllama_embedding(settings: Settings) -> BaseEmbedding:
+    return WordLlamaEmbedding(embed_batch_size=settings.embed_batch_size)
+
+
+def openai_embedding(settings: Settings) -> BaseEmbedding:
+    from llama_index.embeddings.openai import OpenAIEmbedding
+
+    return OpenAIEmbedding(
+        model=settings.embed_model,
+        api_key=settings.openai_api_key,
+        api_base=settings.openai_base_url,
+        timeout=settings.llm_timeout,
+        max_retries=settings.llm_retries,
     )
 
 

@@ -137,7 +137,8 @@ class LocalLLM:
         return LLMError(f"The local model {self.path.name} failed: {reason}",
                         where=str(self.path), reason=reason)
 
-    def _load(self) -> Any:
+    def load(self) -> Any:
+        """Load the GGUF now (once; ``Engine.warm``), instead of at the first question."""
         with self._load_lock:
             if self._llm is None:
                 try:
@@ -191,7 +192,7 @@ class LocalLLM:
         json_schema: dict | None = None, cancel: threading.Event | None = None,
     ) -> Iterator[str]:
         _check_cancel(cancel)
-        llm = self._load()  # outside the ownership: loading never blocks a running stream
+        llm = self.load()  # outside the ownership: loading never blocks a running stream
         me = object()
         self._acquire(me, cancel)
         stream: Any = None
@@ -435,6 +436,8 @@ def _short(e: object, limit: int = 200) -> str:
 
 
 def make_llm(settings: Settings) -> LLM:
-    if settings.resolved_llm_provider == "openai":
-        return OpenAILLM(settings)
-    return LocalLLM(settings)
+    """The LLM registered under ``settings.resolved_llm_provider`` (``rag.providers``:
+    ``local`` and ``openai`` built in)."""
+    from rag.providers import LLM_PROVIDERS
+
+    return LLM_PROVIDERS.create(settings.resolved_llm_provider, settings)

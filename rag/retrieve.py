@@ -168,6 +168,9 @@ class HybridRetriever:
             return False
         return not (f.paper_ids and p.paper_id not in f.paper_ids)
 
+    # Public: whether a paper passes the metadata filters (Engine.papers lists by it).
+    paper_ok = _paper_ok
+
     @staticmethod
     def _where(f: Filters | None) -> dict | None:
         if f is None or f.is_empty():

@@ -1,6 +1,11 @@
 """Shared fixtures. Unit tests use ``FakeEmbedding``/``FakeLLM``; integration
 tests use the real bundled MiniLM, real Chroma and real local GGUF models.
 
+Both fakes are registered as providers named ``fake`` (``rag.providers``), so
+``Settings(llm_provider="fake", embed_provider="fake")`` builds an engine on
+them by name, as the real providers are built; ``fake_llm_provider`` hands a
+test the ``FakeLLM`` that the ``fake`` LLM provider makes.
+
 Nothing heavy is imported here: ``FakeEmbedding`` (a llama_index embedding)
 is built on first use, so ``pytest -m "not slow"`` loads no model library
 that its tests do not need."""
@@ -17,6 +22,8 @@ from pathlib import Path
 import pytest
 
 from rag.config import BUNDLED_CORPUS, Settings, get_settings, setup_offline_env
+from rag.providers import register_embedding, register_llm
+from tests.fakes import FakeLLM
 
 setup_offline_env()  # as every entry point does, before any model library is imported
 
@@ -78,6 +85,24 @@ def _fake_embedding_class() -> type:
             return self._vec(query)
 
     return FakeEmbedding
+
+
+def _fake_llm(settings: Settings) -> FakeLLM:
+    return FakeLLM("")
+
+
+register_llm("fake", _fake_llm, replace=True)
+register_embedding("fake", lambda settings: _fake_embedding_class()(), replace=True)
+
+
+@pytest.fixture
+def fake_llm_provider():
+    """``llm_provider="fake"`` makes this test's ``FakeLLM``: set its ``reply``
+    or ``fn``, read its ``calls``."""
+    llm = FakeLLM("")
+    register_llm("fake", lambda settings: llm, replace=True)
+    yield llm
+    register_llm("fake", _fake_llm, replace=True)
 
 
 def __getattr__(name: str):

@@ -183,8 +183,8 @@ def synthetic_papers(n: int) -> list:
 
 
 class FakeEngine:
-    """Duck-typed stand-in for ``rag.Engine`` with the same public methods and
-    signatures (tests/test_ui_unit.py checks that), over given papers; answers
+    """Stand-in for ``rag.Engine`` implementing ``rag.api.EngineAPI`` (the same
+    public methods and signatures: tests/test_ui_unit.py checks that), over given papers; answers
     are canned ``Answer`` objects, the topic map is the real ``rag.topics``
     computation over hashed bag-of-words vectors."""
 
@@ -243,9 +243,6 @@ class FakeEngine:
             srcs[p.source] = srcs.get(p.source, 0) + 1
         return CorpusStatus(len(self._papers), len(self._papers), srcs, "fake-embed", "fake-llm",
                             None, str(self.settings.data_dir))
-
-    def sources(self):
-        return sorted(self.status().sources)
 
     def example_questions(self, n=4):
         return ["Which papers study prompt injection?", "What do diffusion papers report?"][:n]

@@ -82,7 +82,7 @@ def make_comparison() -> Comparison:
 
 
 class FakeEngine:
-    """Duck-typed stand-in for rag.Engine."""
+    """Stand-in for rag.Engine implementing ``rag.api.EngineAPI``."""
 
     def __init__(self, *, fail: Exception | None = None, delay: float = 0.0) -> None:
         from rag.config import Settings
@@ -137,6 +137,18 @@ class FakeEngine:
         if self.fail:
             raise self.fail
         return make_comparison()
+
+    def ask(self, question, *, history=(), k=None, filters=None):
+        events = self.ask_stream(question, history=history, k=k, filters=filters)
+        return [ev.answer for ev in events if ev.kind == "answer"][-1]
+
+    def get_paper(self, ref):
+        return {p.paper_id: p for p in (P1, P2, PX)}[ref]
+
+    def ingest(self, paths=None, *, prune=False, rebuild=False, progress=True):
+        from rag.types import IngestReport
+
+        return IngestReport(papers_total=3)
 
 
 # ------------------------------------------------------------------ escaping
@@ -462,20 +474,32 @@ def test_examples_adapt_to_pinned_papers():
     assert ui.examples_for(["p1", "p2"])[1] == "How do these papers differ?"
 
 
-def test_fake_engines_match_the_engine_api():
-    """The UI's stand-ins keep the real Engine's public methods and keywords."""
+def test_engine_and_fakes_implement_the_engine_api():
+    """``rag.api.EngineAPI`` is what the UI codes against: the real Engine and
+    the UI's stand-ins have each of its methods, with the same parameters
+    (names and kinds), so a fake cannot drift from the engine."""
     import inspect
 
+    from rag.api import EngineAPI, api_methods
     from rag.engine import Engine
     from tests.conftest_ui import FakeEngine as E2EFake
 
-    used = ["papers", "search", "status", "example_questions", "ask_stream", "compare",
-            "topic_map"]
-    for fake in (FakeEngine, E2EFake):
-        for name in used:
-            real = inspect.signature(getattr(Engine, name))
-            mine = inspect.signature(getattr(fake, name))
-            assert list(real.parameters) == list(mine.parameters), (fake, name)
+    def params(fn) -> list[tuple[str, object]]:
+        return [(p.name, p.kind) for p in inspect.signature(fn).parameters.values()]
+
+    names = api_methods()
+    assert {"ingest", "search", "ask", "ask_stream", "compare", "papers", "get_paper",
+            "status", "example_questions", "topic_map"} <= set(names)
+    for impl in (Engine, FakeEngine, E2EFake):
+        for name in names:
+            assert params(getattr(impl, name)) == params(getattr(EngineAPI, name)), (impl, name)
+    for fake in (FakeEngine(), E2EFake([P1, P2])):
+        assert isinstance(fake, EngineAPI)
+    # What the UI calls on its engine is in the protocol.
+    import ui.app
+
+    used = set(re.findall(r"\bengine\.(\w+)", Path(ui.app.__file__).read_text()))
+    assert used <= set(names) | {"settings"}, used - set(names)
 
 
 def test_helpers():

@@ -33,6 +33,7 @@ setup_offline_env()  # before gradio is imported: analytics off, offline hubs
 
 import gradio as gr  # noqa: E402
 
+from rag.api import EngineAPI  # noqa: E402
 from rag.errors import AqaError  # noqa: E402
 from rag.types import Answer, Comparison, Filters, Paper  # noqa: E402
 from ui import export, render  # noqa: E402
@@ -146,7 +147,7 @@ def make_filters(sources: list[str] | None, venues: list[str] | None,
 class AqaUI:
     """Event handlers, separated from the layout so unit tests can call them."""
 
-    def __init__(self, engine: Any, settings: Settings | None = None) -> None:
+    def __init__(self, engine: EngineAPI, settings: Settings | None = None) -> None:
         self.engine = engine
         self.settings = settings or getattr(engine, "settings", None) or get_settings()
         # Export files: one fresh folder per download (no clash between sessions),
@@ -527,8 +528,8 @@ def saved_markdown(papers: list[Paper]) -> str:
     return "\n".join(out) + "\n"
 
 
-def build_app(engine: Any, settings: Settings | None = None) -> gr.Blocks:
-    """The whole app for ``engine`` (a ``rag.Engine`` or a duck-typed stand-in)."""
+def build_app(engine: EngineAPI, settings: Settings | None = None) -> gr.Blocks:
+    """The whole app for ``engine`` (a ``rag.Engine`` or a stand-in: ``rag.api.EngineAPI``)."""
     ui = AqaUI(engine, settings)
     s = ui.settings
     choices = ui.paper_choices()
@@ -738,7 +739,7 @@ def launch(app: gr.Blocks, settings: Settings, *, port: int | None = None,
     )
 
 
-def serve(settings: Settings | None = None, engine: Any = None) -> None:
+def serve(settings: Settings | None = None, engine: EngineAPI | None = None) -> None:
     """Run the app until interrupted (ingests the configured corpus if the
     index is empty, so the first run works on the bundled corpus)."""
     settings = settings or (engine.settings if engine is not None else get_settings())
