@@ -44,7 +44,7 @@ PLANTED_QUESTION = (
     "What does the sanitisation benchmark of escaping failures across web renderers find?"
 )
 
-# The small local model keeps the suite fast; AQA_UI_TEST_MODEL=qwen2.5-1.5b
+# The small local model keeps the suite fast; AQA_UI_TEST_MODEL=qwen2.5-coder-1.5b
 # re-takes the README screenshots with the default model.
 TEST_MODEL = os.environ.get("AQA_UI_TEST_MODEL", "smollm2-135m")
 
