@@ -264,11 +264,17 @@ def run_metadata(engine: Any, cfg: RunConfig, seconds: float) -> dict[str, Any]:
     }
 
 
+KEPT_ON_RESCORE = ("floor_correct_decline", "floor_wrong_decline", "followup_resolved",
+                   "pinned_ok")
+
+
 def rescore_run(run_dir: Path | str) -> dict[str, Any]:
     """Recompute every metric of a finished run from its stored records (after
     a metric definition changed) without re-running retrieval or the LLM;
     rewrites results.jsonl, summary.json and the report. The floor-decline
-    metrics, which need the engine's settings, are kept as recorded."""
+    metrics, which need the engine's settings, and the follow-up/pinned ones,
+    which need the full retrieved papers (results.jsonl keeps only their ids),
+    are kept as recorded."""
     from eval.metrics import GoldRef
     from eval.report import write_report
 
@@ -281,8 +287,7 @@ def rescore_run(run_dir: Path | str) -> dict[str, Any]:
             must_include=r.get("must_include") or [], ranked_papers=r["retrieved"],
             answer=r.get("answer"), k=k, ks=KS,
         )
-        keep = {key: r["metrics"].get(key) for key in ("floor_correct_decline",
-                                                        "floor_wrong_decline")}
+        keep = {key: r["metrics"][key] for key in KEPT_ON_RESCORE if key in r["metrics"]}
         r["metrics"] = {**scored["metrics"], **keep}
         r["cited"] = scored["cited"]
     new = summarize(records, use_llm=summary["use_llm"], k=k,

@@ -40,17 +40,28 @@ QUESTIONS = [
 ]
 
 
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9]+", text.lower()))
+
+
 def echo_best_sentence(messages: list[dict]) -> str:
-    """Fake LLM: the excerpt-[1] sentence sharing most words with the question, cited [1]."""
-    user = messages[-1]["content"]
-    m = re.search(r"^\[1\] [^:]*: (.*)$", user, re.MULTILINE)
-    q = re.search(r"Question: (.*)", user)
-    if not m or not q:
-        return "NOT FOUND"
-    qwords = set(re.findall(r"[a-z0-9]+", q.group(1).lower()))
-    sents = [s for s in re.split(r"(?<=[.!?])\s+|\s…\s", m.group(1)) if len(s) > 20]
-    best = max(sents, key=lambda s: len(qwords & set(re.findall(r"[a-z0-9]+", s.lower()))))
-    return best.rstrip(".") + " [1]."
+    """Fake LLM for the evidence-first pipeline. Evidence choice (the first
+    call, two messages): the sentence of the first listed paper sharing most
+    words with the question, as ``{"ids": [n]}``. Synthesis (the follow-up
+    call): that sentence again, cited [n]."""
+    prompt = messages[1]["content"]
+    q = re.search(r"^Question: (.*)$", prompt, re.MULTILINE)
+    first = re.split(r"^Paper: .*$", prompt, flags=re.MULTILINE)
+    sents = {int(m.group(1)): m.group(2)
+             for m in re.finditer(r"^\[(\d+)\] (.*)$", first[1] if len(first) > 1 else "",
+                                  re.MULTILINE)}
+    if not q or not sents:
+        return '{"ids": []}'
+    qwords = _words(q.group(1))
+    best = max(sents, key=lambda i: len(qwords & _words(sents[i])))
+    if len(messages) == 2:
+        return json.dumps({"ids": [best]})
+    return sents[best].rstrip(".") + f" [{best}]."
 
 
 @pytest.fixture
@@ -103,7 +114,9 @@ def test_eval_run_report_and_compare(index_copy: Path, qset: Path, tmp_path: Pat
     u1 = by_id["u1"]["metrics"]
     assert u1["correct_decline"] == 1.0 and u1["hit@k"] is None and u1["pass"] == 1.0
     assert by_id["u1"]["answer"]["declined"]
-    assert len(llm.calls) == 3  # the unanswerable one declined before the LLM
+    # Two calls (evidence choice, then synthesis) per answered question; the
+    # unanswerable one declined before the LLM.
+    assert len(llm.calls) == 6
 
     # --- summary numbers are the means of the per-question numbers ---
     for name, v in summary["overall"].items():
@@ -139,9 +152,9 @@ def test_eval_run_report_and_compare(index_copy: Path, qset: Path, tmp_path: Pat
     assert again["overall"] == summary["overall"]
     assert load_run(tampered)[1][0]["metrics"] == recs[0]["metrics"]
 
-    # --- compare: a run whose LLM never finds anything breaks every answerable pass ---
+    # --- compare: a run whose LLM never chooses evidence breaks every answerable pass ---
     out_b = tmp_path / "run_b"
-    run(index_copy, qset, out_b, FakeLLM(reply="NOT FOUND"))
+    run(index_copy, qset, out_b, FakeLLM(reply='{"ids": []}'))
     from eval.compare import compare_runs, render_comparison
 
     c = compare_runs(out_a, out_b)
