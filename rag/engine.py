@@ -142,7 +142,7 @@ class Engine:
         return out[:limit] if limit else out
 
     def get_paper(self, ref: str) -> Paper:
-        """Resolve an id, provenance key, label or (fuzzy) title to one paper."""
+        """Resolve an id, provenance key, title, paper name or (fuzzy) title to one paper."""
         papers = self.retriever.snapshot().papers
         ref = ref.strip()
         if ref in papers:
@@ -153,6 +153,13 @@ class Engine:
             aliases |= {v.key.lower() for v in p.provenance}
             if low in aliases or p.title.lower() == low:
                 return p
+        # A paper's name ("MELON" of "MELON: Provable Defense …", "MeCo" from its
+        # abstract) names it when no other paper has that name.
+        from rag.labels import paper_name
+
+        named = [p for p in papers.values() if paper_name(p.title, p.abstract).lower() == low]
+        if len(named) == 1:
+            return named[0]
         from rapidfuzz import fuzz, process, utils
 
         choices = {pid: p.title for pid, p in papers.items()}

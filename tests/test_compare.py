@@ -31,6 +31,9 @@ def test_compare_by_label_and_fuzzy_title(fake_engine):
     shield = next(p for p in eng.papers() if p.title.startswith("ShieldAgent"))
     melon = next(p for p in eng.papers() if p.title.startswith("MELON"))
     assert eng.get_paper(shield.title[:-3].lower() + "nin").paper_id == shield.paper_id  # fuzzy
+    # by the paper's name: "MELON" of "MELON: Provable …", "MeCo" from its abstract
+    assert eng.get_paper("MELON").paper_id == melon.paper_id
+    assert eng.get_paper("meco").title.startswith("Metadata Conditioning")
     c = eng.compare([shield.paper_id, melon.title.lower()])
     assert [p.paper_id for p in c.papers] == [shield.paper_id, melon.paper_id]
     for p in c.papers:
