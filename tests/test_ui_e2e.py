@@ -116,11 +116,11 @@ def test_chat_streams_cited_answer_follow_up_export_and_new_chat(server, browser
     text = page.locator("#aqa-chatbot").inner_text()
     assert "▌" not in text
     assert re.search(r"\[\d\]", text), text  # inline citation markers
-    assert "Sources:" in text
+    assert "Evidence, quoted from the abstracts" in text  # quote-first
     cards = page.locator("#aqa-citations [data-cite]")
     assert cards.count() >= 1
     first = cards.first
-    assert "support score" in first.inner_text()
+    assert "Answers the question:" in first.inner_text()  # relevance, in words
     assert first.locator("mark").count() >= 1  # cited words highlighted in the passage
 
     shot(page, "chat", readme=True)
