@@ -306,9 +306,11 @@ class Answerer:
                 named = [heading(answer.retrieved[c.hit].paper) for c in cited]
                 ev_texts = [c.text for c in cited]
                 claim = R.claim_not_in_evidence(body, ev_texts + named, q, self._generic)
+                nums = {number[c.text] for c in cited}
                 if claim.fired and (extra := self._extend(answer, cited, body, q, named)):
                     claim = RuleFiring("claim_not_in_evidence", False, "ok after evidence_extended")
-                    ev_texts.append(extra)
+                    ev_texts.append(extra[0])
+                    nums.add(extra[1])
                 terms = stem.terms(body) - stem.terms(answer.retrieved[best.hit].paper.title)
                 ev_terms = stem.terms(" ".join(ev_texts))
                 lex = len(terms & ev_terms) / len(terms) if terms else 1.0
@@ -318,7 +320,7 @@ class Answerer:
                     cos = max(cos, float((v[1:] @ v[0]).max()))
                 support = round(0.5 * lex + 0.5 * max(cos, 0.0), 3)
                 ss = SentenceSupport(
-                    text=body, citations=sorted({number[c.text] for c in cited}), support=support,
+                    text=body, citations=sorted(nums), support=support,
                     supported=support >= s.support_threshold and not claim.fired,
                     paper_id=answer.retrieved[best.hit].paper.paper_id, evidence=best.text)
                 if r.fired:
@@ -344,27 +346,45 @@ class Answerer:
         answer.text = _answer_text(answer)
 
     def _extend(self, answer: Answer, cited: list[Candidate], body: str, q: str,
-                named: list[str]) -> str | None:
+                named: list[str]) -> tuple[str, int] | None:
         """Rule evidence_extended: a synthesis claim whose number or name is in
-        another sentence of the same cited abstract adds that sentence, verbatim,
-        to the evidence instead of being withdrawn."""
-        for c in cited:
-            paper = answer.retrieved[c.hit].paper
-            for sent in split_sentences(paper.abstract):
-                if sent in (x.text for x in answer.evidence):
+        another sentence of a cited abstract, or of a retrieved paper the claim
+        names, adds that sentence, verbatim, to the evidence instead of being
+        withdrawn. Returns (sentence, citation number)."""
+        hits = answer.retrieved
+        papers = list(dict.fromkeys(hits[c.hit].paper.paper_id for c in cited))
+        papers += [h.paper.paper_id for h in hits[: self.settings.evidence_papers]
+                   if h.paper.paper_id not in papers and _names_in(h.paper, body)]
+        by_id = {h.paper.paper_id: h.paper for h in hits}
+        for pid in papers:
+            paper = by_id[pid]
+            own = [heading(paper)]
+            sents = [t for t in split_sentences(paper.abstract)
+                     if t not in (x.text for x in answer.evidence)]
+            if not sents:
+                continue
+            vecs = np.asarray(self.embedder.embed_texts([body] + sents))
+            order = np.argsort(-(vecs[1:] @ vecs[0]))
+            for j in order:
+                sent = sents[int(j)]
+                known = [x.text for x in cited] + named + own + [sent]
+                if R.claim_not_in_evidence(body, known, q, self._generic).fired:
                     continue
-                known = [x.text for x in cited] + named + [sent]
-                if not R.claim_not_in_evidence(body, known, q, self._generic).fired:
-                    n = next(e.number for e in answer.evidence if e.paper_id == paper.paper_id)
-                    rel = float(np.asarray(self.embedder.embed_texts([sent]))[0]
-                                @ np.asarray(self.embedder.embed_query(q)))
-                    answer.evidence.append(Evidence(n, paper.paper_id, sent, round(rel, 4)))
-                    cit = next(x for x in answer.citations if x.number == n)
-                    cit.quotes.append(sent)
-                    cit.snippet = " ".join(cit.quotes)
-                    answer.rules.append(RuleFiring(
-                        "evidence_extended", True, f"added “{sent[:60]}…” for: {body[:60]}"))
-                    return sent
+                n = next((e.number for e in answer.evidence if e.paper_id == pid), None)
+                rel = round(float(np.asarray(self.embedder.embed_texts([sent]))[0]
+                                  @ np.asarray(self.embedder.embed_query(q))), 4)
+                if n is None:  # a retrieved paper the claim names joins the citations
+                    n = max((c.number for c in answer.citations), default=0) + 1
+                    answer.citations.append(Citation(number=n, paper=paper, snippet="", score=0.0,
+                                                     relevance=rel, quotes=[]))
+                answer.evidence.append(Evidence(n, pid, sent, rel))
+                cit = next(x for x in answer.citations if x.number == n)
+                cit.quotes.append(sent)
+                cit.snippet = " ".join(cit.quotes)
+                cit.relevance = max(cit.relevance, rel)
+                answer.rules.append(RuleFiring(
+                    "evidence_extended", True, f"added “{sent[:60]}…” for: {body[:60]}"))
+                return sent, n
         return None
 
     # -------------------------------------------------------------- decline
@@ -395,6 +415,12 @@ class Answerer:
             return ""
         sims = np.asarray(self.embedder.embed_texts(sents)) @ np.asarray(self.embedder.embed_query(q))
         return sents[int(np.argmax(sims))]
+
+
+def _names_in(paper, text: str) -> bool:
+    """Whether a text names a paper (its name or its title's head)."""
+    name = name_of(paper)
+    return len(name) > 2 and name.lower() in text.lower()
 
 
 def _answer_text(answer: Answer) -> str:

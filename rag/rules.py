@@ -94,6 +94,17 @@ def off_question_evidence(chosen: list[Candidate], s: Settings) -> tuple[list[Ca
                             f"best {best:.2f}; dropped {dropped} far below it")
 
 
+_HOW_MANY = re.compile(r"\bhow many\s+([\w/-]+)(?:\s+([\w/-]+))?", re.IGNORECASE)
+
+
+def asked_measure(question: str) -> set[str]:
+    """Stemmed words of what "how many X" counts (the next one or two words)."""
+    m = _HOW_MANY.search(question)
+    if not m:
+        return set()
+    return stemmer().terms(" ".join(w for w in m.groups() if w).replace("/", " "))
+
+
 def asks_value(question: str) -> bool:
     return bool(_VALUE_Q.search(question))
 
@@ -108,14 +119,18 @@ def value_not_stated(question: str, chosen: list[Candidate],
         return chosen, RuleFiring("value_not_stated", False, "question asks for no value")
     asked = {normalise(x) for x in specifics(question)}
 
+    stem = stemmer()
+    measure = asked_measure(question)
+
     def states(c: Candidate) -> bool:
         vals = {normalise(x) for x in specifics(unlatex(c.text)) if any(ch.isdigit() for ch in x)}
-        return bool(vals - asked or (has_value(c.text) and not vals))
+        new = bool(vals - asked or (has_value(c.text) and not vals))
+        # A count of X is stated only where X is named ("how many GPUs" needs "GPUs").
+        return new and (not measure or bool(measure & stem.terms(c.text)))
 
     for c in chosen:
         if states(c):
             return chosen, RuleFiring("value_not_stated", False, f"sentence [{c.id}] states a value")
-    stem = stemmer()
     focus = stem.terms(question)
     papers = {c.hit for c in chosen}
     fits = [c for c in cands if c.hit in papers and states(c)

@@ -301,3 +301,27 @@ def test_common_terms_are_not_claims_but_unknown_names_are():
     generic = lambda n: is_generic(n, corpus)  # noqa: E731
     assert not claim_not_in_evidence("An LLM is used.", ["It masks calls."], "q", generic).fired
     assert claim_not_in_evidence("MELON uses GPT-5.", ["It masks calls."], "q", generic).fired
+
+
+def test_a_count_is_stated_only_where_the_counted_thing_is_named():
+    from rag.evidence import Candidate
+    from rag.rules import value_not_stated
+
+    c = [Candidate(1, 0, "MeCo works across model scales (600M to 8B parameters).", 0.6, 0)]
+    _, r = value_not_stated("How many GPUs were used to pre-train MeCo?", c, c)
+    assert r.fired  # numbers, but none counts GPUs
+    _, r = value_not_stated("How many parameters does the largest MeCo model have?", c, c)
+    assert not r.fired
+
+
+def test_evidence_extended_cites_a_retrieved_paper_the_claim_names(fake_engine):
+    from rag.types import Filters
+
+    eng = fake_engine(llm=ScriptedLLM(pick("MELON"), "MELON masks tool calls. ShieldAgent builds rule circuits."),
+                      evidence_floor=0.0)
+    ids = by_name(eng)
+    a = eng.ask("Which papers defend agents?", filters=Filters(paper_ids=[ids["MELON"], ids["ShieldAgent"]]))
+    assert not a.declined, a.text
+    shield = next(c for c in a.citations if short_title(c.paper.title) == "ShieldAgent")
+    assert shield.quotes and all(q in shield.paper.abstract for q in shield.quotes)
+    assert shield.number in a.sentences[1].citations and not a.sentences[1].withdrawn
