@@ -60,9 +60,10 @@ def open_app(browser, server):
     return page
 
 
-def shot(page, name: str, readme: bool = False) -> Path:
+def shot(page, name: str, readme: bool = False, full_page: bool | None = None) -> Path:
     path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=not readme)  # README: one screen
+    # README: one screen, unless the view (a comparison and its synthesis) is taller
+    page.screenshot(path=str(path), full_page=(not readme) if full_page is None else full_page)
     if readme and os.environ.get("AQA_UI_README_SHOTS") == "1":
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, SCREENSHOTS / f"{name}.png")
@@ -243,7 +244,7 @@ def test_compare_table_quotes_abstracts_and_export(server, browser):
     quote.wait_for(state="visible")
     assert quote.inner_text() == quoted.first.get_attribute("title")
     assert "Synthesis" in page.locator("#aqa-compare-out").inner_text()
-    shot(page, "compare", readme=True)
+    shot(page, "compare", readme=True, full_page=True)  # the synthesis under the table
     abstract_cell = rows.nth(rows.count() - 1).locator("td").first
     abstract_cell.locator("summary").click()
     assert len(abstract_cell.locator(".aqa-abstract-text").inner_text()) > 200
