@@ -16,9 +16,13 @@ import html
 import io
 import json
 import logging
+import os
 import queue
 import re
 import shutil
+import signal
+import socket
+import sys
 import tempfile
 import threading
 import time
@@ -35,6 +39,7 @@ import gradio as gr  # noqa: E402
 
 from rag.api import EngineAPI  # noqa: E402
 from rag.errors import AqaError  # noqa: E402
+from rag.llm import cancel_all, cancel_scope  # noqa: E402
 from rag.types import Answer, Comparison, Filters, Paper  # noqa: E402
 from ui import export, render  # noqa: E402
 
@@ -67,7 +72,9 @@ def run_with_deadline(make_iter: Callable[[], Iterable[Any]], timeout: float,
 
     Raises the worker's exception, or ``UITimeout`` once ``timeout`` seconds
     have passed. On timeout or early close the worker stops at its next item
-    and closes the engine generator, which releases the LLM for other users.
+    and closes the engine generator, and any LLM stream inside the call (also
+    one inside a single call such as ``engine.compare``) stops at its next
+    token (``rag.llm.cancel_scope``), which releases the LLM for other users.
     """
     q: queue.Queue[tuple[str, Any]] = queue.Queue()
     cancel = threading.Event()
@@ -75,11 +82,12 @@ def run_with_deadline(make_iter: Callable[[], Iterable[Any]], timeout: float,
     def work() -> None:
         it = None
         try:
-            it = iter(make_iter())
-            for item in it:
-                if cancel.is_set():
-                    break
-                q.put(("item", item))
+            with cancel_scope(cancel):
+                it = iter(make_iter())
+                for item in it:
+                    if cancel.is_set():
+                        break
+                    q.put(("item", item))
         except BaseException as e:  # noqa: BLE001 - handed to the caller
             q.put(("error", e))
         finally:
@@ -144,6 +152,32 @@ def make_filters(sources: list[str] | None, venues: list[str] | None,
     return Filters.from_lists(sources, venues, years, paper_ids)
 
 
+_exports: Path | None = None
+_exports_lock = threading.Lock()
+
+
+def exports_root() -> Path:
+    """This process's one ``aqa-exports-*`` temp folder, made on first use;
+    ``cleanup_exports`` removes it (registered with atexit once, and called
+    by ``serve`` on SIGINT/SIGTERM)."""
+    global _exports
+    with _exports_lock:
+        if _exports is None or not _exports.is_dir():
+            first = _exports is None
+            _exports = Path(tempfile.mkdtemp(prefix="aqa-exports-"))
+            if first:
+                atexit.register(cleanup_exports)
+        return _exports
+
+
+def cleanup_exports() -> None:
+    """Remove the export folder (idempotent; a later export makes a new one)."""
+    with _exports_lock:
+        root = _exports
+    if root is not None:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 class AqaUI:
     """Event handlers, separated from the layout so unit tests can call them."""
 
@@ -151,12 +185,12 @@ class AqaUI:
         self.engine = engine
         self.settings = settings or getattr(engine, "settings", None) or get_settings()
         # Export files: one fresh folder per download (no clash between sessions),
-        # all under one root removed at exit; Gradio serves copies from its cache.
-        self.export_root = Path(tempfile.mkdtemp(prefix="aqa-exports-"))
-        atexit.register(shutil.rmtree, self.export_root, True)
+        # all under the process's one export root, removed at exit or on a
+        # signal (cleanup_exports); Gradio serves copies from its cache.
+        self.export_root = exports_root()
 
     def _write(self, content: str, stem: str, suffix: str) -> str:
-        folder = Path(tempfile.mkdtemp(dir=self.export_root))
+        folder = Path(tempfile.mkdtemp(dir=exports_root()))
         return export.write_export(content, stem, suffix, folder)
 
     # ------------------------------------------------------------ catalogue
@@ -714,35 +748,110 @@ def build_app(engine: EngineAPI, settings: Settings | None = None) -> gr.Blocks:
     return app
 
 
+def check_port(host: str, port: int) -> None:
+    """Raise a one-line ``AqaError`` when ``host:port`` can't be bound (in use)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return  # an unknown host: let the server report it
+    family, _, _, _, addr = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        try:
+            sock.bind(addr)
+        except OSError as e:
+            raise AqaError(
+                f"Port {port} on {host} is already in use ({e.strerror or e}): stop the other "
+                f"server, or pick a free port with `aqa serve --port {port + 1}` (or AQA_PORT)."
+            ) from None
+
+
 def launch(app: gr.Blocks, settings: Settings, *, port: int | None = None,
            block: bool = True) -> None:
-    """Queue + launch with the configured host, port and optional auth."""
+    """Queue + launch with the configured host, port and optional auth.
+
+    Queue: answers and comparisons run ``settings.llm_concurrency`` at a time
+    (their own limits, set on those events); every other event (search,
+    browsing, exports) runs up to ``settings.ui_workers`` at once, in its own
+    group, so none of them waits behind LLM generation.
+    """
     auth = None
     if settings.auth_user and settings.auth_password:
         auth = (settings.auth_user, settings.auth_password)
-    app.queue(default_concurrency_limit=settings.ui_concurrency,
+    port = port if port is not None else settings.port
+    check_port(settings.host, port)
+    app.queue(default_concurrency_limit=max(1, settings.ui_workers),
               max_size=settings.ui_queue_size)
-    app.launch(
-        server_name=settings.host,
-        server_port=port if port is not None else settings.port,
-        auth=auth,
-        prevent_thread_lock=not block,
-        show_error=False,
-        share=False,
-        inbrowser=False,
-        ssr_mode=False,
-        mcp_server=False,
-        footer_links=["api"],
-        css=render.CSS,
-        head=render.JS,  # clickable [n], Save toggles, topic-map clicks
-        quiet=not block,
-    )
+    try:
+        app.launch(
+            server_name=settings.host,
+            server_port=port,
+            auth=auth,
+            prevent_thread_lock=not block,
+            show_error=False,
+            share=False,
+            inbrowser=False,
+            ssr_mode=False,
+            mcp_server=False,
+            footer_links=["api"],
+            css=render.CSS,
+            head=render.JS,  # clickable [n], Save toggles, topic-map clicks
+            quiet=not block,
+        )
+    except OSError as e:  # lost a race for the port, or a bad host
+        raise AqaError(f"Cannot serve on {settings.host}:{port}: {e}. Pick another port with "
+                       "`aqa serve --port N` (or AQA_PORT) or another AQA_HOST.") from None
 
 
-def serve(settings: Settings | None = None, engine: EngineAPI | None = None) -> None:
-    """Run the app until interrupted (ingests the configured corpus if the
-    index is empty, so the first run works on the bundled corpus)."""
+SHUTDOWN_BUDGET_S = 1.8  # SIGINT/SIGTERM to process exit, at most
+
+
+def shutdown(app: gr.Blocks | None) -> None:
+    """Stop serving now: abandon in-flight LLM work at its next token, remove
+    the export folder, then close the server without waiting for open
+    connections (bounded, in a helper thread)."""
+    cancel_all()
+    cleanup_exports()
+    if app is None:
+        return
+    server = getattr(app, "server", None)
+    if server is not None:
+        # uvicorn: open event streams (queued or streaming answers) are cancelled
+        # after 0.5 s instead of being awaited, then the app's shutdown runs
+        # (Gradio removes its file cache); its "cancel N tasks" log is expected.
+        server.config.timeout_graceful_shutdown = 0.5
+        logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
+    closer = threading.Thread(target=app.close, kwargs={"verbose": False},
+                              name="aqa-close", daemon=True)
+    closer.start()
+    closer.join(timeout=1.2)
+
+
+def serve(settings: Settings | None = None, engine: EngineAPI | None = None) -> int:
+    """Run the app until SIGINT or SIGTERM (ingests the configured corpus if
+    the index is empty, so the first run works on the bundled corpus).
+
+    On either signal it shuts down within ``SHUTDOWN_BUDGET_S``: running
+    answers stop at their next token, the export folder is removed, and the
+    process exits even if some library thread would keep it alive. Returns
+    the exit status (130 after SIGINT, 0 after SIGTERM).
+    """
     settings = settings or (engine.settings if engine is not None else get_settings())
+    main = threading.current_thread() is threading.main_thread()
+    caught: list[int] = []
+    stop = threading.Event()
+
+    def interrupt(signum: int, _frame: Any) -> None:  # before the app runs: like Ctrl-C
+        raise KeyboardInterrupt
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if caught:  # a second signal: don't wait any longer
+            os._exit(128 + signum)
+        caught.append(signum)
+        stop.set()
+
+    if main:
+        signal.signal(signal.SIGTERM, interrupt)
     if engine is None:
         from rag.engine import Engine
 
@@ -751,4 +860,45 @@ def serve(settings: Settings | None = None, engine: EngineAPI | None = None) -> 
         print("Indexing the corpus (the first run embeds every abstract once)…", flush=True)
         rep = engine.ingest(progress=True)
         print(f"Indexed {rep.papers_total} papers.", flush=True)
-    launch(build_app(engine, settings), settings, block=True)
+    app = build_app(engine, settings)
+    if main:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, on_signal)
+    try:
+        launch(app, settings, block=False)  # a port in use ends here, in one line
+        print(f"abstracts-qa is running on http://{settings.host}:{app.server_port} "
+              "(Ctrl-C to stop)", flush=True)
+        while not stop.wait(0.2):
+            pass
+    except KeyboardInterrupt:
+        caught.append(signal.SIGINT)
+    finally:
+        t_signal = time.monotonic()
+        code = 130 if not caught or caught[0] == signal.SIGINT else 0
+        if caught:
+            # Whatever a library thread does meanwhile, the process ends in time.
+            watchdog = threading.Timer(SHUTDOWN_BUDGET_S, _hard_exit, args=(code,))
+            watchdog.daemon = True
+            watchdog.start()
+            print("Shutting down…", flush=True)
+        shutdown(app)
+        if caught:
+            _exit_now(code, deadline=t_signal + SHUTDOWN_BUDGET_S)
+    return 130 if not caught or caught[0] == signal.SIGINT else 0
+
+
+def _exit_now(code: int, deadline: float) -> None:
+    """End the process after a signal: run the atexit handlers (bounded by
+    ``deadline``), then exit without the interpreter's slow teardown of
+    torch/chroma/gradio threads, which measured 2-4 s."""
+    runner = threading.Thread(target=atexit._run_exitfuncs, name="aqa-atexit", daemon=True)
+    runner.start()
+    runner.join(timeout=max(0.0, deadline - time.monotonic()))
+    _hard_exit(code)
+
+
+def _hard_exit(code: int) -> None:
+    cleanup_exports()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
