@@ -1,0 +1,139 @@
+"""The local LLM backend (``LocalLLM``, re-exported by ``rag.llm``): a GGUF run
+in process by llama-cpp-python with the GGUF's own chat template, one stream
+owning the llama.cpp context at a time, and llama.cpp's failures mapped to one
+``LLMError`` line. Cancellation and error helpers come from ``rag.llm``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from rag.config import Settings
+from rag.errors import LLMCancelled, LLMError
+from rag.llm import Messages, _check_cancel, _overflow_reason
+
+log = logging.getLogger(__name__)
+
+
+class LocalLLM:
+    """A GGUF model run in-process by llama.cpp, using the GGUF's chat template.
+
+    One llama.cpp context is not re-entrant, so one stream owns it at a time.
+    Ownership is released when the stream finishes, fails or is closed (also
+    by the garbage collector). A stream left suspended at a token for longer
+    than ``AQA_LLM_TIMEOUT`` counts as abandoned: the next user reclaims the
+    model, and the abandoned stream ends with ``LLMCancelled`` if resumed.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        from rag.models import local_model_file
+
+        self.path = local_model_file(settings)
+        self.name = f"local:{self.path.name}"
+        self._settings = settings
+        self._llm: Any = None
+        self._load_lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._owner: object | None = None
+        self._suspended_since: float | None = None  # owner is parked at a yield
+
+    def _fail(self, reason: str) -> LLMError:
+        return LLMError(f"The local model {self.path.name} failed: {reason}",
+                        where=str(self.path), reason=reason)
+
+    def load(self) -> Any:
+        """Load the GGUF now (once; ``Engine.warm``), instead of at the first question."""
+        with self._load_lock:
+            if self._llm is None:
+                try:
+                    from llama_cpp import Llama
+                except ImportError as e:  # pragma: no cover - install problem
+                    raise LLMError(f"llama-cpp-python is not installed ({e}); run ./setup.sh") from e
+                try:
+                    self._llm = Llama(
+                        model_path=str(self.path),
+                        n_ctx=self._settings.llm_context,
+                        n_threads=self._settings.llm_threads,
+                        verbose=False,
+                    )
+                except Exception as e:
+                    raise LLMError(f"Could not load local model {self.path}: {e}") from e
+            return self._llm
+
+    # --- ownership of the one llama.cpp context ---
+    def _acquire(self, me: object, cancel: threading.Event | None) -> None:
+        s = self._settings
+        stale_after = s.llm_timeout
+        give_up = time.monotonic() + max(s.llm_timeout, s.ui_timeout)
+        with self._cond:
+            while self._owner is not None:
+                parked = self._suspended_since
+                if parked is not None and time.monotonic() - parked > stale_after:
+                    log.warning("reclaiming the local model from a stream abandoned for %.0f s",
+                                time.monotonic() - parked)
+                    self._owner = None
+                    break
+                if time.monotonic() > give_up:
+                    raise self._fail("it is busy with another request; try again shortly")
+                _check_cancel(cancel)
+                self._cond.wait(0.1)
+            self._owner, self._suspended_since = me, None
+
+    def _release(self, me: object) -> None:
+        with self._cond:
+            if self._owner is me:
+                self._owner, self._suspended_since = None, None
+                self._cond.notify_all()
+
+    def _park(self, me: object, parked: bool) -> None:
+        with self._cond:
+            if self._owner is not me:
+                raise LLMCancelled("The local model was reclaimed from this abandoned stream.")
+            self._suspended_since = time.monotonic() if parked else None
+
+    def stream_chat(
+        self, messages: Messages, *, max_tokens: int, temperature: float,
+        json_schema: dict | None = None, cancel: threading.Event | None = None,
+    ) -> Iterator[str]:
+        _check_cancel(cancel)
+        llm = self.load()  # outside the ownership: loading never blocks a running stream
+        me = object()
+        self._acquire(me, cancel)
+        stream: Any = None
+        try:
+            kwargs: dict[str, Any] = {}
+            if json_schema is not None:
+                kwargs["response_format"] = {"type": "json_object", "schema": json_schema}
+            try:
+                stream = llm.create_chat_completion(
+                    messages=messages, max_tokens=max_tokens, temperature=temperature,
+                    stream=True, **kwargs,
+                )
+            except ValueError as e:
+                raise self._fail(_overflow_reason(str(e)) or str(e)) from e
+            while True:
+                _check_cancel(cancel)
+                try:
+                    chunk = next(stream)
+                except StopIteration:
+                    break
+                except ValueError as e:  # "Requested tokens (N) exceed context window of M"
+                    raise self._fail(_overflow_reason(str(e)) or str(e)) from e
+                except RuntimeError as e:  # llama_decode failures
+                    raise self._fail(str(e)) from e
+                piece = chunk["choices"][0].get("delta", {}).get("content")
+                if piece:
+                    self._park(me, True)
+                    yield piece
+                    self._park(me, False)
+        finally:
+            if stream is not None and self._owner is me:
+                try:
+                    stream.close()  # stops llama.cpp at this token
+                except Exception:  # noqa: BLE001 - best effort
+                    log.debug("closing the llama.cpp stream failed", exc_info=True)
+            self._release(me)
