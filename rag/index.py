@@ -1,5 +1,8 @@
 """The index: token-aware chunking, the Chroma vector store (embedded or a
-``chroma run`` server), and idempotent, incremental, resumable ingest.
+``chroma run`` server), and idempotent, incremental, resumable ingest. Health
+checks, the embedding-model guard and ``rebuild`` are ``rag.health``'s
+``IndexHealthChecks``, a base class of ``VectorIndex``; ``IndexHealth`` is
+re-exported here.
 
 We talk to the chromadb collection directly rather than through LlamaIndex's
 ChromaVectorStore: the catalog (rag.store) already keeps chunk text, and the
@@ -10,10 +13,8 @@ cheap "list ids" for reconciling after an interrupted ingest.
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -22,16 +23,16 @@ import numpy as np
 from rag.config import Settings
 from rag.corpus import content_hash, load_corpus
 from rag.embed import CachedEmbedder
-from rag.errors import AqaError, IndexDamagedError, IndexMismatchError
-from rag.store import Catalog, damaged_message, sqlite_problem
+from rag.errors import AqaError, IndexDamagedError
+from rag.health import IndexHealth, IndexHealthChecks
+from rag.store import Catalog
 from rag.types import IngestReport, Paper
+
+__all__ = ["BATCH_PAPERS", "Chunker", "IndexHealth", "VectorIndex", "chunk_id",
+           "chunk_metadata", "embed_text", "make_chroma_client"]
 
 BATCH_PAPERS = 32
 log = logging.getLogger(__name__)
-
-
-def _sidecars(db: Path) -> list[Path]:
-    return [db.with_name(db.name + suffix) for suffix in ("-wal", "-shm")]
 
 
 class Chunker:
@@ -78,25 +79,7 @@ def make_chroma_client(settings: Settings):
     return chromadb.PersistentClient(path=str(settings.data_dir / "chroma"), settings=cs)
 
 
-@dataclass
-class IndexHealth:
-    """What ``aqa status`` prints about the index: ``ok`` and one line per part."""
-
-    ok: bool
-    catalog: str
-    vectors: str
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def summary(self) -> str:
-        return "ok" if self.ok else self.problems[0]
-
-    def to_dict(self) -> dict:
-        return {"ok": self.ok, "catalog": self.catalog, "vectors": self.vectors,
-                "problems": list(self.problems)}
-
-
-class VectorIndex:
+class VectorIndex(IndexHealthChecks):
     """Chroma collection + catalog for one data dir.
 
     Both open lazily, on first use, with a health check: a damaged catalog
@@ -162,156 +145,6 @@ class VectorIndex:
         except Exception as e:
             raise IndexDamagedError(self._chroma_message(e)) from None
         self._collection, self._paper_collection = coll, papers
-
-    def _chroma_message(self, e: Exception) -> str:
-        if self.settings.chroma_host:
-            return (f"The Chroma server at {self.settings.chroma_host}:{self.settings.chroma_port} "
-                    f"failed ({e.__class__.__name__}: {str(e)[:160]}).")
-        return (f"The vector store {self.chroma_path / 'chroma.sqlite3'} is damaged "
-                f"({e.__class__.__name__}: {str(e)[:160]}): run `aqa ingest --rebuild` to move "
-                "it aside and rebuild the index from the corpus.")
-
-    # --- health ---
-    def health(self) -> IndexHealth:
-        """Check every part now; never raises."""
-        problems: list[str] = []
-        catalog = vectors = "unknown"
-        counts = None
-        try:
-            counts = self.catalog.counts()
-            catalog = f"ok ({counts[0]} papers, {counts[1]} chunks; {self.catalog_path})"
-        except AqaError as e:
-            catalog = "damaged"
-            problems.append(str(e))
-        except Exception as e:  # damage quick_check missed
-            catalog = "damaged"
-            problems.append(damaged_message(self.catalog_path, str(e)))
-        try:
-            n_vec, n_pvec = self.collection.count(), self.paper_collection.count()
-            vectors = f"{n_vec} chunk vectors, {n_pvec} paper vectors"
-            if counts is not None:
-                problem = self._count_problem(counts, n_vec, n_pvec)
-                if problem:
-                    problems.append(problem)
-                    vectors += " (incomplete)"
-                else:
-                    vectors = "ok (" + vectors + ")"
-        except AqaError as e:
-            vectors = "damaged"
-            problems.append(str(e))
-        except Exception as e:
-            vectors = "damaged"
-            problems.append(self._chroma_message(e))
-        return IndexHealth(ok=not problems, catalog=catalog, vectors=vectors, problems=problems)
-
-    def _count_problem(self, counts: tuple[int, int], n_vec: int, n_pvec: int) -> str | None:
-        """Fewer vectors than the catalog lists means a lost or replaced store.
-        (More is fine: a writer adds vectors before committing the catalog.)"""
-        papers, chunks = counts
-        if n_vec >= chunks and n_pvec >= papers:
-            return None
-        where = (f"the Chroma server at {self.settings.chroma_host}:{self.settings.chroma_port}"
-                 if self.settings.chroma_host else f"the vector store {self.chroma_path}")
-        return (f"{where[0].upper()}{where[1:]} holds {n_vec} of the {chunks} chunk vectors "
-                f"(and {n_pvec} of {papers} paper vectors) the catalog lists: it is missing or "
-                "was replaced. Run `aqa ingest --rebuild` to rebuild it from the corpus "
-                "(cached embeddings are reused).")
-
-    def ensure_healthy(self) -> None:
-        """Raise ``IndexDamagedError`` unless the catalog and the vectors agree;
-        cheap when nothing changed since the last check."""
-        counts = self.catalog.counts()
-        if counts == self._verified or counts[1] == 0:
-            return
-        try:
-            n_vec, n_pvec = self.collection.count(), self.paper_collection.count()
-        except AqaError:
-            raise
-        except Exception as e:
-            raise IndexDamagedError(self._chroma_message(e)) from None
-        problem = self._count_problem(counts, n_vec, n_pvec)
-        if problem:
-            raise IndexDamagedError(problem)
-        self._verified = counts
-
-    # --- model guard ---
-    def check_model(self, model_name: str) -> None:
-        """Before every search/answer: the index is healthy and was built with
-        this embedding model."""
-        self.ensure_healthy()
-        self._check_model_name(model_name)
-
-    def _check_model_name(self, model_name: str) -> None:
-        built = self.catalog.get_meta("embed_model")
-        if built and built != model_name and self.catalog.counts()[0]:
-            base = "all-MiniLM-L6-v2"
-            if built.startswith(base) and model_name.startswith(base):
-                raise IndexMismatchError(_precision_message(
-                    str(self.settings.data_dir), built, model_name,
-                    self.catalog.get_meta("embed_backend")))
-            raise IndexMismatchError(
-                f"The index in {self.settings.data_dir} was built with embedding model '{built}' "
-                f"but '{model_name}' is configured: re-ingest with `aqa ingest --rebuild`, or "
-                "use another --data-dir."
-            )
-
-    def rebuild(self) -> Path | None:
-        """Empty the index. Damaged parts (catalog, vector store, BM25 files,
-        an unsound embedding cache) are first moved aside to
-        ``<data_dir>/backup-<timestamp>/``, which is returned (None when
-        nothing was damaged)."""
-        damaged: list[Path] = []
-        try:
-            _ = self.catalog
-        except IndexDamagedError:
-            damaged += [self.catalog_path, *_sidecars(self.catalog_path)]
-        chroma_ok = True
-        try:
-            _ = self.collection
-        except IndexDamagedError:
-            chroma_ok = False
-            if self.settings.chroma_host:
-                raise
-            damaged.append(self.chroma_path)
-        cache = self.settings.data_dir / "embed_cache.sqlite"
-        if sqlite_problem(cache):
-            damaged += [cache, *_sidecars(cache)]
-        backup = None
-        if damaged:
-            backup = self.settings.data_dir / f"backup-{datetime.now():%Y%m%d-%H%M%S}"
-            backup.mkdir(parents=True, exist_ok=True)
-            if not chroma_ok:
-                self._release_chroma()
-            if self._catalog is not None and self.catalog_path in damaged:
-                self._catalog.close()
-                self._catalog = None
-            for p in [*damaged, self.lexical_dir]:
-                if p.exists():
-                    shutil.move(str(p), str(backup / p.name))
-            self._verified = None
-            log.warning("moved damaged index files to %s", backup)
-        if chroma_ok:
-            for name in (self.settings.collection, f"{self.settings.collection}_papers"):
-                self._client.delete_collection(name)
-            self._collection = self._paper_collection = None
-        self.catalog.clear()
-        self._open_collections()
-        return backup
-
-    def _release_chroma(self) -> None:
-        """Forget this process's (broken) embedded Chroma system for our path,
-        so the next client opens the files afresh."""
-        from chromadb.api.shared_system_client import SharedSystemClient as C
-
-        key = str(self.chroma_path)
-        system = C._identifier_to_system.pop(key, None)
-        C._identifier_to_refcount.pop(key, None)
-        if system is not None:
-            try:
-                system.stop()
-            except Exception:  # a broken system may fail to stop; it is dropped anyway
-                pass
-        self._client = self._collection = self._paper_collection = None
 
     # --- ingest ---
     def ingest(
@@ -518,21 +351,6 @@ def _backend_of(model: object) -> str:
         return b
     name = type(model).__name__
     return {"HuggingFaceEmbedding": "torch-fp32 (sentence-transformers)"}.get(name, name)
-
-
-def _precision_message(data_dir: str, built: str, configured: str, backend: str | None) -> str:
-    """Same MiniLM weights, vectors of another precision: say which setting to flip."""
-    from rag.embed import INT8_SUFFIX
-
-    how = f" ({backend})" if backend else ""
-    if built.endswith(INT8_SUFFIX):
-        return (f"The index in {data_dir} was built with int8-quantized MiniLM vectors{how}, "
-                "but fp32 vectors are configured and the two must not be mixed: set "
-                "AQA_EMBED_BACKEND=onnx AQA_EMBED_PRECISION=int8, or re-ingest with "
-                "`aqa ingest --rebuild`.")
-    return (f"The index in {data_dir} was built with fp32 MiniLM vectors{how}, but "
-            "AQA_EMBED_PRECISION=int8 is configured and int8 vectors differ: re-ingest with "
-            "`aqa ingest --rebuild`, or set AQA_EMBED_PRECISION=fp32.")
 
 
 def chunk_metadata(paper: Paper, idx: int) -> dict:
