@@ -5,7 +5,10 @@ This module owns every number the eval reports: paper-level retrieval metrics
 recall, sentence support rate, decline rates, latency percentiles, seeded
 bootstrap confidence intervals and the aggregation of per-question metrics
 into a summary. It imports nothing from the engine, so it is unit-tested on
-hand-made cases and can re-score stored ``results.jsonl`` files.
+hand-made cases and can re-score stored ``results.jsonl`` files. The
+retrieval metrics live in ``eval.metrics_retrieval`` and the citation and
+answer-content metrics in ``eval.metrics_answer`` (all re-exported here); this
+module keeps the aggregation and the scoring of one question.
 
 Conventions:
 - ``None`` means "not applicable" (e.g. retrieval metrics of a question with
@@ -19,200 +22,63 @@ from __future__ import annotations
 
 import math
 import random
-import re
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-# --- gold matching -----------------------------------------------------------
+from eval.metrics_answer import (
+    CitedPaper,
+    citation_precision,
+    citation_recall,
+    cited_supported,
+    includes,
+    must_include_recall,
+    normalize_text,
+    support_rate,
+)
+from eval.metrics_retrieval import (
+    GoldRef,
+    ProvLike,
+    first_gold_rank,
+    gold_index,
+    hit_at_k,
+    ndcg_at_k,
+    path_matches,
+    recall_at_k,
+    reciprocal_rank,
+    relevance_vector,
+    retrieval_metrics,
+)
 
-
-@dataclass(frozen=True)
-class GoldRef:
-    """A gold paper named by provenance: corpus-relative path + 1-based ordinal."""
-
-    path: str
-    ordinal: int
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> GoldRef:
-        return cls(path=str(d["path"]), ordinal=int(d["ordinal"]))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "ordinal": self.ordinal}
-
-
-ProvLike = tuple[str, int]  # (path, ordinal) of one Provenance entry
-
-
-def _norm_path(p: str) -> str:
-    # Windows separators and "./" prefixes must not break matching.
-    p = p.replace("\\", "/")
-    while p.startswith("./"):
-        p = p[2:]
-    return p
-
-
-def path_matches(a: str, b: str) -> bool:
-    """Equal, or one ends with "/" + the other (a corpus ingested from a
-    different root yields a longer or shorter relative path)."""
-    a, b = _norm_path(a), _norm_path(b)
-    return a == b or a.endswith("/" + b) or b.endswith("/" + a)
-
-
-def gold_index(provenance: Iterable[ProvLike], gold: Sequence[GoldRef]) -> int | None:
-    """Index of the first gold entry this paper matches, or None."""
-    provs = list(provenance)
-    for i, g in enumerate(gold):
-        for path, ordinal in provs:
-            if int(ordinal) == g.ordinal and path_matches(path, g.path):
-                return i
-    return None
-
-
-def relevance_vector(
-    ranked: Sequence[Iterable[ProvLike]], gold: Sequence[GoldRef]
-) -> list[int | None]:
-    """For each ranked paper, the gold index it newly matches (None if it is
-    not gold or matches a gold entry already seen higher up)."""
-    seen: set[int] = set()
-    out: list[int | None] = []
-    for provs in ranked:
-        gi = gold_index(provs, gold)
-        if gi is None or gi in seen:
-            out.append(None)
-        else:
-            seen.add(gi)
-            out.append(gi)
-    return out
-
-
-# --- retrieval metrics -------------------------------------------------------
-
-
-def _binary(rel: Sequence[int | None]) -> list[int]:
-    return [0 if r is None else 1 for r in rel]
-
-
-def hit_at_k(rel: Sequence[int | None], k: int) -> float:
-    return 1.0 if any(_binary(rel)[:k]) else 0.0
-
-
-def recall_at_k(rel: Sequence[int | None], n_gold: int, k: int) -> float | None:
-    if n_gold <= 0:
-        return None
-    return sum(_binary(rel)[:k]) / n_gold
-
-
-def reciprocal_rank(rel: Sequence[int | None]) -> float:
-    """1/rank of the first gold paper; 0 when none was retrieved."""
-    for i, r in enumerate(_binary(rel), start=1):
-        if r:
-            return 1.0 / i
-    return 0.0
-
-
-def ndcg_at_k(rel: Sequence[int | None], n_gold: int, k: int) -> float | None:
-    """Binary-gain nDCG: DCG = sum rel_i / log2(i + 1); the ideal ranking puts
-    min(n_gold, k) gold papers first."""
-    if n_gold <= 0:
-        return None
-    dcg = sum(r / math.log2(i + 1) for i, r in enumerate(_binary(rel)[:k], start=1))
-    idcg = sum(1.0 / math.log2(i + 1) for i in range(1, min(n_gold, k) + 1))
-    return dcg / idcg
-
-
-def first_gold_rank(rel: Sequence[int | None]) -> int | None:
-    for i, r in enumerate(rel, start=1):
-        if r is not None:
-            return i
-    return None
-
-
-def retrieval_metrics(
-    rel: Sequence[int | None], n_gold: int, ks: Sequence[int] = (1, 3, 5, 10)
-) -> dict[str, float | None]:
-    """All paper-level retrieval metrics for one question (all None without gold)."""
-    out: dict[str, float | None] = {}
-    has = n_gold > 0
-    for k in ks:
-        out[f"hit@{k}"] = hit_at_k(rel, k) if has else None
-        out[f"recall@{k}"] = recall_at_k(rel, n_gold, k)
-        out[f"ndcg@{k}"] = ndcg_at_k(rel, n_gold, k)
-    out["mrr"] = reciprocal_rank(rel) if has else None
-    return out
-
-
-# --- citations ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CitedPaper:
-    """One cited paper of an answer, as far as the metrics care."""
-
-    number: int
-    is_gold: bool
-    gold_idx: int | None  # which gold entry it matches (for recall)
-    supported: bool  # some sentence citing it is supported by this paper
-
-
-def citation_precision(cited: Sequence[CitedPaper]) -> float | None:
-    """Share of cited papers that are gold or support the sentence citing
-    them; None when nothing was cited."""
-    if not cited:
-        return None
-    return sum(1 for c in cited if c.is_gold or c.supported) / len(cited)
-
-
-def citation_recall(cited: Sequence[CitedPaper], n_gold: int) -> float | None:
-    """Share of gold papers that the answer cites; None without gold."""
-    if n_gold <= 0:
-        return None
-    hit = {c.gold_idx for c in cited if c.gold_idx is not None}
-    return len(hit) / n_gold
-
-
-def cited_supported(number: int, sentences: Sequence[Mapping[str, Any]]) -> bool:
-    """A citation [n] is supported when a sentence carrying [n] is marked
-    supported. (The engine keeps a marker on a supported sentence only when
-    that paper itself supports the claim, so the sentence flag is per paper.)"""
-    return any(
-        number in (s.get("citations") or []) and bool(s.get("supported")) for s in sentences
-    )
-
-
-# --- answer content ----------------------------------------------------------
-
-_DASHES = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2212"), "-")
-
-
-def normalize_text(s: str) -> str:
-    """Case-, width- and dash-insensitive text with collapsed whitespace and
-    no space before % (so "11.3 %" matches "11.3%")."""
-    s = unicodedata.normalize("NFKC", s).translate(_DASHES).casefold()
-    s = re.sub(r"\s+", " ", s)
-    return re.sub(r"\s+%", "%", s).strip()
-
-
-def includes(text: str, item: str) -> bool:
-    """Whether ``text`` contains ``item``; "a|b" means either alternative."""
-    t = normalize_text(text)
-    return any(normalize_text(alt) in t for alt in item.split("|") if alt.strip())
-
-
-def must_include_recall(text: str, must_include: Sequence[str]) -> float | None:
-    if not must_include:
-        return None
-    return sum(includes(text, m) for m in must_include) / len(must_include)
-
-
-def support_rate(supported: Sequence[bool]) -> float | None:
-    """Share of answer sentences marked supported; None for no sentences."""
-    if not supported:
-        return None
-    return sum(1 for s in supported if s) / len(supported)
-
+__all__ = [
+    "GoldRef",
+    "ProvLike",
+    "path_matches",
+    "gold_index",
+    "relevance_vector",
+    "hit_at_k",
+    "recall_at_k",
+    "reciprocal_rank",
+    "ndcg_at_k",
+    "first_gold_rank",
+    "retrieval_metrics",
+    "CitedPaper",
+    "citation_precision",
+    "citation_recall",
+    "cited_supported",
+    "normalize_text",
+    "includes",
+    "must_include_recall",
+    "support_rate",
+    "mean",
+    "percentile",
+    "bootstrap_ci",
+    "summarize_metric",
+    "summarize_latency",
+    "aggregate",
+    "provs_of",
+    "score_question",
+    "answer_passes",
+]
 
 # --- aggregation -------------------------------------------------------------
 
