@@ -298,7 +298,6 @@ class Answerer:
             clean = [strip_markers(t) for t in sents]
             vecs = np.asarray(self.embedder.embed_texts([c[0] for c in clean] + [c.text for c in chosen]))
             sims = vecs[: len(clean)] @ vecs[len(clean):].T
-            stem = stemmer()
             for i, (body, marks) in enumerate(clean):
                 cited = [by_id[m] for m in marks if m in by_id] or [chosen[int(np.argmax(sims[i]))]]
                 best = max(cited, key=lambda c: sims[i, chosen.index(c)])
@@ -307,18 +306,14 @@ class Answerer:
                 ev_texts = [c.text for c in cited]
                 claim = R.claim_not_in_evidence(body, ev_texts + named, q, self._generic)
                 nums = {number[c.text] for c in cited}
-                if claim.fired and (extra := self._extend(answer, cited, body, q, named)):
+                title = answer.retrieved[best.hit].paper.title
+                support = self._support(body, ev_texts, title)
+                if ((claim.fired or support < s.support_threshold)
+                        and (extra := self._extend(answer, cited, body, q, named))):
                     claim = RuleFiring("claim_not_in_evidence", False, "ok after evidence_extended")
                     ev_texts.append(extra[0])
                     nums.add(extra[1])
-                terms = stem.terms(body) - stem.terms(answer.retrieved[best.hit].paper.title)
-                ev_terms = stem.terms(" ".join(ev_texts))
-                lex = len(terms & ev_terms) / len(terms) if terms else 1.0
-                cos = float(sims[i, chosen.index(best)])
-                if extra_vec := (ev_texts[len(cited):] or None):
-                    v = np.asarray(self.embedder.embed_texts([body] + extra_vec))
-                    cos = max(cos, float((v[1:] @ v[0]).max()))
-                support = round(0.5 * lex + 0.5 * max(cos, 0.0), 3)
+                    support = self._support(body, ev_texts, title)
                 ss = SentenceSupport(
                     text=body, citations=sorted(nums), support=support,
                     supported=support >= s.support_threshold and not claim.fired,
@@ -345,11 +340,23 @@ class Answerer:
             return
         answer.text = _answer_text(answer)
 
+    def _support(self, body: str, evidence: list[str], title: str) -> float:
+        """How well evidence backs a claim: half the share of the claim's
+        content words (its paper's title words aside) found in the evidence,
+        half the best cosine of the claim and an evidence sentence."""
+        stem = stemmer()
+        terms = stem.terms(body) - stem.terms(title)
+        lex = len(terms & stem.terms(" ".join(evidence))) / len(terms) if terms else 1.0
+        v = np.asarray(self.embedder.embed_texts([body] + list(evidence)))
+        cos = float((v[1:] @ v[0]).max()) if len(evidence) else 0.0
+        return round(0.5 * lex + 0.5 * max(cos, 0.0), 3)
+
     def _extend(self, answer: Answer, cited: list[Candidate], body: str, q: str,
                 named: list[str]) -> tuple[str, int] | None:
-        """Rule evidence_extended: a synthesis claim whose number or name is in
-        another sentence of a cited abstract, or of a retrieved paper the claim
-        names, adds that sentence, verbatim, to the evidence instead of being
+        """Rule evidence_extended: a synthesis claim that its cited sentences do
+        not back (a number or name they lack, or low support), but another
+        sentence of a cited abstract, or of a retrieved paper the claim names,
+        does, adds that sentence, verbatim, to the evidence instead of being
         withdrawn. Returns (sentence, citation number)."""
         hits = answer.retrieved
         papers = list(dict.fromkeys(hits[c.hit].paper.paper_id for c in cited))
@@ -369,6 +376,9 @@ class Answerer:
                 sent = sents[int(j)]
                 known = [x.text for x in cited] + named + own + [sent]
                 if R.claim_not_in_evidence(body, known, q, self._generic).fired:
+                    continue
+                if self._support(body, [x.text for x in cited] + [sent],
+                                 paper.title) < self.settings.support_threshold:
                     continue
                 n = next((e.number for e in answer.evidence if e.paper_id == pid), None)
                 rel = round(float(np.asarray(self.embedder.embed_texts([sent]))[0]

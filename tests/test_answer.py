@@ -325,3 +325,17 @@ def test_evidence_extended_cites_a_retrieved_paper_the_claim_names(fake_engine):
     shield = next(c for c in a.citations if short_title(c.paper.title) == "ShieldAgent")
     assert shield.quotes and all(q in shield.paper.abstract for q in shield.quotes)
     assert shield.number in a.sentences[1].citations and not a.sentences[1].withdrawn
+
+
+def test_evidence_extended_takes_a_verbatim_sentence_the_model_quoted(fake_engine):
+    # The synthesis repeats another sentence of the cited abstract word for word:
+    # it joins the evidence instead of being withdrawn as unsupported.
+    def synth(s):
+        return ("Specifically, ShieldAgent first constructs a safety policy model by extracting "
+                "verifiable rules from policy documents.")
+
+    eng = fake_engine(llm=ScriptedLLM(pick("11.3%"), synth))
+    a = eng.ask(SHIELD_Q)
+    assert not a.declined and not a.sentences[0].withdrawn
+    assert "evidence_extended" in rules_fired(a)
+    assert any("verifiable rules" in q for q in a.citations[0].quotes)
