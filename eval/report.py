@@ -196,7 +196,8 @@ def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]],
     fired = rule_table(records)
     if fired:
         lines += ["", "## Decision rules (which fired, on which questions)", ""]
-        lines += _table(["rule", "fired", "on answerable (harm)", "on unanswerable (help)"],
+        lines += ["Declining rules that fire mostly on answerable questions hurt more than they help.", ""]
+        lines += _table(["rule", "fired", "on answerable", "on unanswerable"],
                         [[name, a + u, a, u] for name, (a, u) in sorted(fired.items())])
 
     lines += ["", "## Per question", ""]
