@@ -40,6 +40,8 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import PrivateAttr
 
+from rag.models import sha256_file
+
 log = logging.getLogger(__name__)
 
 MAX_TOKENS = 256  # sentence_bert_config.json max_seq_length
@@ -48,14 +50,6 @@ OPSET = 17
 INT8_VERSION = 2  # bump when the quantization recipe changes
 MANIFEST = "manifest.json"
 _export_lock = threading.Lock()
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _cache_key(src: Path) -> str:
@@ -75,7 +69,7 @@ def _verified(folder: Path, name: str) -> Path | None:
         want = manifest["files"][name]
     except (OSError, ValueError, KeyError):
         return None
-    if not path.is_file() or _sha256(path) != want:
+    if not path.is_file() or sha256_file(path) != want:
         log.warning("cached ONNX model %s failed its hash check; exporting again", path)
         return None
     return path
@@ -87,7 +81,7 @@ def _record(folder: Path, name: str) -> None:
         manifest = json.loads(mpath.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         manifest = {"files": {}}
-    manifest["files"][name] = _sha256(folder / name)
+    manifest["files"][name] = sha256_file(folder / name)
     tmp = mpath.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
     tmp.replace(mpath)

@@ -51,7 +51,8 @@ def smollm_file() -> Path:
     return path
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in 4 MiB blocks."""
     h = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 22), b""):
@@ -84,7 +85,7 @@ def qwen_file(cache_dir: Path) -> Path:
             with p.open("rb") as f:
                 while block := f.read(1 << 22):
                     out.write(block)
-    digest = _sha256(tmp)
+    digest = sha256_file(tmp)
     if digest != QWEN_SHA256:
         tmp.unlink(missing_ok=True)
         raise LLMError(f"Joined model has sha256 {digest}, expected {QWEN_SHA256}: reinstall parts")

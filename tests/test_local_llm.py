@@ -7,14 +7,14 @@ import pytest
 
 from rag.config import Settings
 from rag.engine import Engine
-from rag.models import QWEN_SHA256, _sha256, local_model_file
+from rag.models import QWEN_SHA256, local_model_file, sha256_file
 
 pytestmark = pytest.mark.slow
 
 
 def test_default_model_file_is_verified():
     path = local_model_file(Settings(_env_file=None))
-    assert path.name.startswith("qwen2.5") and _sha256(path) == QWEN_SHA256
+    assert path.name.startswith("qwen2.5") and sha256_file(path) == QWEN_SHA256
 
 
 def test_default_local_model_answers_with_citations(real_index_dir, tmp_path):
