@@ -68,11 +68,23 @@ class Server:
 
 
 @contextmanager
+def serving(engine, settings: Settings) -> Iterator[Server]:
+    """The real Gradio app around ``engine``, on ``settings.port``, in a background thread."""
+    from ui.app import build_app, launch
+
+    app = build_app(engine, settings)
+    launch(app, settings, port=settings.port, block=False)
+    try:
+        yield Server(f"http://127.0.0.1:{settings.port}/", engine, settings)
+    finally:
+        app.close()
+
+
+@contextmanager
 def running_app(work: Path, real_index_dir: Path, **overrides) -> Iterator[Server]:
     """The real app over a copy of the session index plus the planted JSONL,
     served on a free local port in a background thread."""
     from rag.engine import Engine
-    from ui.app import build_app, launch
 
     planted_dir = work / "planted"
     planted_dir.mkdir(parents=True)
@@ -88,12 +100,8 @@ def running_app(work: Path, real_index_dir: Path, **overrides) -> Iterator[Serve
     engine = Engine(settings)
     report = engine.ingest(progress=False)
     assert not report.errors, report.errors
-    app = build_app(engine, settings)
-    launch(app, settings, port=port, block=False)
-    try:
-        yield Server(f"http://127.0.0.1:{port}/", engine, settings)
-    finally:
-        app.close()
+    with serving(engine, settings) as server:
+        yield server
 
 
 @dataclass
@@ -304,13 +312,5 @@ class FakeEngine:
 @contextmanager
 def running_fake_app(engine: FakeEngine) -> Iterator[Server]:
     """The real app around a FakeEngine, served on a free local port."""
-    from ui.app import build_app, launch
-
-    port = free_port()
-    settings = engine.settings.model_copy(update={"port": port})
-    app = build_app(engine, settings)
-    launch(app, settings, port=port, block=False)
-    try:
-        yield Server(f"http://127.0.0.1:{port}/", engine, settings)
-    finally:
-        app.close()
+    with serving(engine, engine.settings.model_copy(update={"port": free_port()})) as server:
+        yield server

@@ -13,12 +13,11 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from eval.load import FakeOpenAI
+from eval.load import FakeOpenAI, wait_http
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -54,19 +53,6 @@ def _env(tmp: Path, llm_url: str) -> dict[str, str]:
             "AQA_LLM_RETRIES": "0", "AQA_LLM_TIMEOUT": "120", "PYTHONUNBUFFERED": "1"}
 
 
-def _wait_up(url: str, proc: subprocess.Popen, timeout: float = 400) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        assert proc.poll() is None, f"aqa serve exited early: {proc.returncode}"
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.5)
-    raise AssertionError(f"{url} did not come up")
-
-
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_signal_exits_fast_and_removes_exports(tmp_path, sig):
     from gradio_client import Client
@@ -80,7 +66,7 @@ def test_signal_exits_fast_and_removes_exports(tmp_path, sig):
                             cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}/"
-        _wait_up(url, proc)
+        wait_http(url, proc, 400)
         tmpdir = Path(env["TMPDIR"])
         assert list(tmpdir.glob("aqa-exports-*")), "no export folder was made"
         Client(url, verbose=False).submit("What does ShieldAgent do?", api_name="/chat")
