@@ -81,13 +81,17 @@ class Answerer:
             self._texts_for = snap
         return self._texts
 
+    def _named(self, q: str, hits: list[SearchHit]) -> dict[str, list[int]]:
+        """The papers the question names (``rules.named_papers`` over this corpus)."""
+        return R.named_papers(q, hits, self._corpus_texts(), self.settings.generic_name_papers)
+
     def _generic(self, name: str) -> bool:
         """Whether a name is a field's common term in this corpus (cached per snapshot)."""
         texts = self._corpus_texts()
         cache = self.__dict__.setdefault("_generic_cache", {})
         key = (id(texts), name)
         if key not in cache:
-            cache[key] = R.is_generic(name, texts)
+            cache[key] = R.is_generic(name, texts, self.settings.generic_name_papers)
         return cache[key]
 
     # ------------------------------------------------------------ retrieval
@@ -169,8 +173,7 @@ class Answerer:
             trace.append(R.unknown_name(self.retriever.unknown_names(q)))
             if trace[-1].fired:
                 raise _Declined("absent")
-            named = sorted({i for v in R.named_papers(q, hits, self._corpus_texts()).values()
-                            for i in v})
+            named = sorted({i for v in self._named(q, hits).values() for i in v})
             # "Compare AdvAgent and Speak Easy": one recognised name in a comparison
             # may leave the other paper unnamed, so the search results stay in.
             if len(named) < 2 and R.is_comparative(q):
@@ -214,7 +217,7 @@ class Answerer:
             trace.append(RuleFiring("choice_unparsed", True, f"reply {raw[:80]!r}; used [{best.id}]"))
         chosen = [cands[i - 1] for i in ids]
         trace.append(R.no_evidence(ids))
-        named = R.named_papers(q, hits, self._corpus_texts())
+        named = self._named(q, hits)
         target = 0 if pinned else next(iter(sorted(i for v in named.values() for i in v)), None)
         if trace[-1].fired:
             raise _Declined(self._kind(hits, target), target)

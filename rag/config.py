@@ -149,6 +149,7 @@ class Settings(BaseSettings):
     evidence_floor: float = 0.3
     evidence_spread: float = 0.25
     detail_floor: float = 0.5
+    generic_name_papers: int = 3
 
     # --- LLM ---
     # auto, local, openai, or another name registered in rag.providers

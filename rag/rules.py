@@ -47,18 +47,19 @@ _VALUE_Q = re.compile(
 )
 
 
-# A name used by more papers than this is a field's term (LLM), not a paper's name.
-GENERIC_NAME_PAPERS = 3
+# A name used by more papers than this is a field's term (LLM), not a paper's name
+# (setting AQA_GENERIC_NAME_PAPERS; this is its default, for callers without settings).
+GENERIC_NAME_PAPERS: int = Settings.model_fields["generic_name_papers"].default
 
 
-def is_generic(name: str, corpus: Sequence[str]) -> bool:
-    """A name used by more than GENERIC_NAME_PAPERS indexed papers (LLM, GPU, API)."""
+def is_generic(name: str, corpus: Sequence[str], limit: int = GENERIC_NAME_PAPERS) -> bool:
+    """A name used by more than ``limit`` indexed papers (LLM, GPU, API)."""
     pat = re.compile(rf"(?<![\w-]){re.escape(name)}s?(?![\w-])")
     n = 0
     for t in corpus:
         if pat.search(t):
             n += 1
-            if n > GENERIC_NAME_PAPERS:
+            if n > limit:
                 return True
     return False
 
@@ -142,17 +143,17 @@ def value_not_stated(question: str, chosen: list[Candidate],
     return chosen, RuleFiring("value_not_stated", True, "no chosen sentence states a new value")
 
 
-def named_papers(question: str, hits: list[SearchHit],
-                 corpus: Sequence[str] = ()) -> dict[str, list[int]]:
+def named_papers(question: str, hits: list[SearchHit], corpus: Sequence[str] = (),
+                 limit: int = GENERIC_NAME_PAPERS) -> dict[str, list[int]]:
     """Names in the question (MELON, MeCo, NS-DPO) that are the own name of
     one or two retrieved papers: in the title before its colon, or the name
     the abstract gives its method. A name found in more than
-    ``GENERIC_NAME_PAPERS`` texts of ``corpus`` (LLM, GPU) names no paper.
+    ``limit`` texts of ``corpus`` (LLM, GPU) names no paper.
     name -> hit indices."""
     out: dict[str, list[int]] = {}
     for name in {m.group(0) for m in NAME.finditer(question)}:
         pat = re.compile(rf"(?<![\w-]){re.escape(name)}s?(?![\w-])")
-        if corpus and is_generic(name, corpus):
+        if corpus and is_generic(name, corpus, limit):
             continue
         idx = [i for i, h in enumerate(hits)
                if pat.search(h.paper.title.split(":", 1)[0] if ":" in h.paper.title else "")
