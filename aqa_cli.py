@@ -38,8 +38,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = settings_for(args)
     over = {k: v for k, v in (("host", args.host), ("port", args.port)) if v}
-    settings = settings.model_copy(update=over)
-    check_port(settings.host, settings.port)  # a port in use: one line, before any loading
+    settings = settings.updated(**over)
+    check_port(settings.ui.host, settings.ui.port)  # a port in use: one line, before any loading
     from rag.engine import Engine
 
     eng = Engine(settings)

@@ -201,7 +201,7 @@ def run_bench(
     if size not in SIZES:
         raise ValueError(f"size must be one of {list(SIZES)}")
     base_overrides = dict(base_overrides or {})
-    root = (Path(data_root) if data_root else Settings().data_dir) / "bench"
+    root = (Path(data_root) if data_root else Settings().storage.data_dir) / "bench"
     root.mkdir(parents=True, exist_ok=True)
     ctx = BenchContext(size=size, root=root, base_overrides=base_overrides,
                        set_path=Path(set_path) if set_path else None,

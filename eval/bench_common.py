@@ -180,9 +180,9 @@ class BenchContext:
         """The configured embedding as a VARIANTS key (search, LLM and baseline
         sections run with it), else the provider name."""
         s = self.settings()
-        if s.embed_provider == "minilm" and s.embed_backend == "onnx":
-            return "minilm-onnx-int8" if s.embed_precision == "int8" else "minilm-onnx"
-        return s.embed_provider
+        if s.embeddings.embed_provider == "minilm" and s.embeddings.embed_backend == "onnx":
+            return "minilm-onnx-int8" if s.embeddings.embed_precision == "int8" else "minilm-onnx"
+        return s.embeddings.embed_provider
 
     def settings(self, **over: Any):
         from rag.config import Settings

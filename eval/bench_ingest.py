@@ -49,7 +49,7 @@ def fresh_reingest(settings: Any, corpus: Sequence[Path]) -> dict[str, Any]:
     import subprocess
 
     over = {k: (str(v) if isinstance(v, Path) else v)
-            for k, v in settings.model_dump().items()
+            for k, v in settings.flat().items()
             if k in ("data_dir", "embed_provider", "embed_backend", "embed_precision",
                      "embed_workers", "collection", "chroma_host", "chroma_port",
                      "model_cache_dir", "llm_threads", "embed_batch_size")}
@@ -101,7 +101,7 @@ def bench_ingest(ctx: BenchContext) -> dict[str, Any]:
         # An evenly spaced sample of the same texts: a rate needs no full second pass.
         step = max(1, len(texts) // ctx.cfg["raw_sample"])
         sample = texts[::step][: ctx.cfg["raw_sample"]]
-        raw_s = raw_encode(model, sample, eng.settings.embed_batch_size)
+        raw_s = raw_encode(model, sample, eng.settings.embeddings.embed_batch_size)
         r = {
             "model_load_s": round(load_s, 2),
             "papers": cold.papers_total,

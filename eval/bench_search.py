@@ -101,14 +101,15 @@ def bench_search(ctx: BenchContext) -> dict[str, Any]:
         st = eng.status()
         lat = time_queries(eng, queries, reps)
         levels.append({"level": label, "papers": st.papers, "chunks": st.chunks,
-                       "index_mb": dir_mb(eng.settings.data_dir), "ingest_s": round(ingest_s, 2),
+                       "index_mb": dir_mb(eng.settings.storage.data_dir),
+                       "ingest_s": round(ingest_s, 2),
                        **lat, "peak_rss_mb": peak_rss_mb()})
         del eng
     eng, build_s = build_big_index(ctx, ctx.cfg["big_chunks"])
     st = eng.status()
     lat = time_queries(eng, queries, reps)
     levels.append({"level": "big", "papers": st.papers, "chunks": st.chunks,
-                   "index_mb": dir_mb(eng.settings.data_dir), "build_s": round(build_s, 2),
+                   "index_mb": dir_mb(eng.settings.storage.data_dir), "build_s": round(build_s, 2),
                    "build": "bundled ingest + direct insertion of synthetic chunks",
                    **lat, "peak_rss_mb": peak_rss_mb()})
     # The raw encoder's time for one query (the floor under any search), this run.

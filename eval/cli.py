@@ -55,7 +55,7 @@ def _base_data_dir(args: argparse.Namespace) -> Path:
         return Path(args.data_dir)
     from rag.config import Settings
 
-    return Settings().data_dir
+    return Settings().storage.data_dir
 
 
 def _corpus(args: argparse.Namespace) -> list[Path]:
@@ -121,7 +121,7 @@ def cmd_eval_run(args: argparse.Namespace) -> int:
         rep = prepare_corpus(engine, corpus, progress=True)
         print(f"Index {data_dir}: {rep.papers_total} papers "
               f"({rep.papers_added} added, {rep.papers_pruned} pruned)", file=sys.stderr)
-    label = args.label or ("retrieval" if args.no_llm else engine.settings.retriever)
+    label = args.label or ("retrieval" if args.no_llm else engine.settings.retrieval.retriever)
     out = Path(args.out) if args.out else default_run_dir(label)
     cfg = RunConfig(set_path=set_path, use_llm=not args.no_llm, label=label, overrides=over,
                     extra_corpus=[str(p) for p in args.extra_corpus or []], seed=args.seed)

@@ -181,7 +181,7 @@ def floor_declines(hits: Sequence[Any], settings: Any) -> bool:
     if not hits:
         return True
     top_dense = max((h.dense_score or 0.0 for h in hits), default=0.0)
-    return settings.retriever != "bm25" and off_topic(top_dense, settings).fired
+    return settings.retrieval.retriever != "bm25" and off_topic(top_dense, settings).fired
 
 
 def metric_names(use_llm: bool) -> list[str]:
@@ -217,7 +217,7 @@ def run_eval(
     from eval.report import write_report
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    k = int(engine.settings.top_k)
+    k = int(engine.settings.retrieval.top_k)
     say = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
     results_path = out_dir / "results.jsonl"
     records: list[dict[str, Any]] = []
@@ -242,7 +242,7 @@ def run_eval(
 
 
 def run_metadata(engine: Any, cfg: RunConfig, seconds: float) -> dict[str, Any]:
-    s = engine.settings
+    flat = engine.settings.flat()
     try:
         st = engine.status().to_dict()
     except Exception as e:  # status is informative only
@@ -258,7 +258,7 @@ def run_metadata(engine: Any, cfg: RunConfig, seconds: float) -> dict[str, Any]:
         "set_sha256": file_sha256(cfg.set_path) if cfg.set_path else None,
         "extra_corpus": list(cfg.extra_corpus),
         "overrides": {k: str(v) for k, v in cfg.overrides.items()},
-        "settings": {k: str(getattr(s, k, None)) for k in keys},
+        "settings": {k: str(flat.get(k)) for k in keys},
         "corpus": st,
         "argv": sys.argv,
     }

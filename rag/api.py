@@ -20,7 +20,7 @@ from rag.types import (
     Filters,
     IngestReport,
     Paper,
-    SearchHit,
+    SearchResults,
     StreamEvent,
 )
 
@@ -38,7 +38,7 @@ class EngineAPI(Protocol):
                rebuild: bool = False, progress: bool = True) -> IngestReport: ...
 
     def search(self, query: str, *, k: int | None = None, filters: Filters | None = None,
-               mode: str | None = None) -> list[SearchHit]: ...
+               mode: str | None = None, min_score: float | None = None) -> SearchResults: ...
 
     def ask(self, question: str, *, history: History = (), k: int | None = None,
             filters: Filters | None = None) -> Answer: ...
@@ -50,7 +50,7 @@ class EngineAPI(Protocol):
                 progress: Callable[[str], None] | None = None) -> Comparison: ...
 
     def papers(self, query: str | None = None, *, limit: int | None = None,
-               filters: Filters | None = None) -> list[Paper]: ...
+               filters: Filters | None = None, min_score: float | None = None) -> list[Paper]: ...
 
     def get_paper(self, ref: str) -> Paper: ...
 

@@ -34,7 +34,7 @@ def settings_for(args: argparse.Namespace) -> Settings:
         over["data_dir"] = Path(args.data_dir)
     if getattr(args, "mode", None):
         over["retriever"] = args.mode
-    return base.model_copy(update=over) if over else base
+    return base.updated(**over) if over else base
 
 
 # Commands that only read an index: a --data-dir that does not exist is an
@@ -50,10 +50,11 @@ def _say(msg: str) -> None:
 def _engine(args: argparse.Namespace):
     settings = settings_for(args)
     read_only = getattr(args, "command", None) in READ_ONLY
-    if read_only and not settings.data_dir.is_dir():
+    data_dir = settings.storage.data_dir
+    if read_only and not data_dir.is_dir():
         raise AqaError(
-            f"No index at {settings.data_dir}: the folder does not exist. Run `aqa ingest"
-            + (f" --data-dir {settings.data_dir}" if getattr(args, "data_dir", None) else "")
+            f"No index at {data_dir}: the folder does not exist. Run `aqa ingest"
+            + (f" --data-dir {data_dir}" if getattr(args, "data_dir", None) else "")
             + "` first, or point --data-dir at an existing index."
         )
     from rag.engine import Engine
@@ -159,7 +160,7 @@ def _print_comparison(c: Comparison) -> None:
 def cmd_ingest(args):
     _say("Loading the index and the embedding model…")
     eng = _engine(args)
-    where = ", ".join(str(p) for p in (args.paths or eng.settings.corpus_paths))
+    where = ", ".join(str(p) for p in (args.paths or eng.settings.corpus.corpus_paths))
     _say(f"Reading, embedding and indexing {where} (unchanged papers are skipped)…")
     rep = eng.ingest(args.paths or None, prune=args.prune, rebuild=args.rebuild,
                      progress=True)
@@ -169,7 +170,7 @@ def cmd_ingest(args):
     if args.json:
         _emit(rep.to_dict())
     else:
-        print(f"Indexed {rep.papers_total} papers in {eng.settings.data_dir} "
+        print(f"Indexed {rep.papers_total} papers in {eng.settings.storage.data_dir} "
               f"({rep.papers_added} added, {rep.papers_updated} updated, "
               f"{rep.papers_unchanged} unchanged, {rep.papers_pruned} pruned, "
               f"{rep.duplicates_merged} duplicates merged; {rep.chunks_embedded} chunks embedded, "

@@ -1,8 +1,22 @@
 """Settings: the one settings object (pydantic-settings), read from the
 environment and ``.env``, plus the offline-safe process environment.
 
-Every field is documented in ``.env.example``. Env names are the upper-case
-field names prefixed ``AQA_`` except the standard OpenAI ones.
+Settings come in sections, one model each (``rag.config_sections``):
+``storage``, ``corpus``, ``embeddings``, ``retrieval``, ``evidence``, ``llm``,
+``answer`` and ``ui`` (``settings.retrieval.top_k``). Every setting is
+documented in ``.env.example``, grouped by section.
+
+A setting keeps its flat name inside its section, and both name forms work
+everywhere (environment, ``.env``, presets):
+
+- the flat env name, the documented one: ``AQA_`` + the upper-case name
+  (``AQA_TOP_K``), and the standard ``OPENAI_API_KEY``/``OPENAI_BASE_URL``;
+- the nested env name: ``AQA_<SECTION>__<NAME>`` (``AQA_RETRIEVAL__TOP_K``),
+  which wins when both are set in one place.
+
+In code, ``Settings(top_k=3, data_dir=p)`` takes flat names too (or whole
+sections: ``Settings(retrieval={"top_k": 3})``), and ``settings.updated(top_k=3)``
+is a validated copy with some settings changed by flat name.
 
 Presets (``rag/presets/NAME.env``, chosen by ``AQA_PRESET`` or ``aqa --preset
 NAME``) are named sets of a few settings. Precedence: arguments to
@@ -14,14 +28,29 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, BaseModel, Field, create_model, model_validator
 from pydantic_settings import (
     BaseSettings,
     DotEnvSettingsSource,
+    EnvSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+)
+
+from rag.config_sections import (
+    SECTION_OF,
+    SECTIONS,
+    AnswerSettings,
+    CorpusSettings,
+    EmbeddingSettings,
+    EvidenceSettings,
+    LLMSettings,
+    RetrievalSettings,
+    Section,
+    StorageSettings,
+    UISettings,
 )
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -65,6 +94,83 @@ def preset_file(name: str) -> Path:
     return path
 
 
+# Env names besides AQA_<NAME> (the standard OpenAI ones come first).
+_ENV_ALIASES = {
+    "openai_api_key": AliasChoices("OPENAI_API_KEY", "AQA_OPENAI_API_KEY"),
+    "openai_base_url": AliasChoices("OPENAI_BASE_URL", "AQA_OPENAI_BASE_URL"),
+}
+
+_ALIAS_OF = {env.lower(): name for name, alias in _ENV_ALIASES.items()
+             for env in alias.choices if isinstance(env, str)}
+
+
+def _nest(values: dict[str, Any]) -> dict[str, Any]:
+    """``{"top_k": 3}`` -> ``{"retrieval": {"top_k": 3}}``: flat names moved into
+    their sections. A value given under the section's own name wins."""
+    if not any(k in SECTION_OF for k in values):
+        return values
+    out: dict[str, Any] = {k: v for k, v in values.items() if k not in SECTION_OF}
+    for name, value in values.items():
+        section = SECTION_OF.get(name)
+        if section is None:
+            continue
+        given = out.get(section)
+        if isinstance(given, BaseModel):
+            given = given.model_dump(exclude_unset=True)
+        given = dict(given) if isinstance(given, dict) else {}
+        given.setdefault(name, value)
+        out[section] = given
+    return out
+
+
+class _FlatBase(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="AQA_", extra="ignore", env_file=None)
+
+
+# Every setting under its flat name, only to read the flat env names (AQA_TOP_K,
+# OPENAI_API_KEY) with pydantic-settings' own parsing; never instantiated.
+_FlatNames: type[BaseSettings] = create_model(
+    "_FlatNames", __base__=_FlatBase,
+    **{name: (info.annotation, Field(default=None, validation_alias=_ENV_ALIASES.get(name)))
+       for model in SECTIONS.values() for name, info in model.model_fields.items()},
+)
+
+
+class _Nested(PydanticBaseSettingsSource):
+    """A source (init arguments, environment, a .env file) with its flat names
+    nested into sections; ``flat`` reads the flat env names of the same place."""
+
+    def __init__(self, settings_cls: type[BaseSettings], inner: PydanticBaseSettingsSource,
+                 flat: PydanticBaseSettingsSource | None = None) -> None:
+        super().__init__(settings_cls)
+        self.inner, self.flat = inner, flat
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ reads everything
+
+    def __call__(self) -> dict[str, Any]:
+        values = _nest(self.inner())
+        if self.flat is None:
+            return values
+        out = _nest({_ALIAS_OF.get(k.lower(), k): v for k, v in self.flat().items()})
+        for key, value in values.items():  # the name under its section wins
+            if isinstance(value, dict) and isinstance(out.get(key), dict):
+                value = {**out[key], **value}
+            out[key] = value
+        return out
+
+
+def _dotenv(settings_cls: type[BaseSettings], env_file: Any,
+            like: DotEnvSettingsSource | None = None) -> _Nested:
+    """A .env-style file (``.env``, a preset) read under both name forms."""
+    opts: dict[str, Any] = {"env_file": env_file}
+    if like is not None:
+        opts.update(env_file_encoding=like.env_file_encoding, case_sensitive=like.case_sensitive,
+                    env_prefix=like.env_prefix)
+    return _Nested(settings_cls, DotEnvSettingsSource(settings_cls, **opts),
+                   DotEnvSettingsSource(_FlatNames, **opts))
+
+
 class _PresetSource(PydanticBaseSettingsSource):
     """The settings of the chosen preset, read like a ``.env`` file. Asked for
     after the environment and ``.env``, so those win over a preset."""
@@ -78,116 +184,34 @@ class _PresetSource(PydanticBaseSettingsSource):
         return None, field_name, False  # unused: __call__ reads the whole file
 
     def __call__(self) -> dict[str, Any]:
-        name = None
-        for source in self._named_by:
-            found = (source.init_kwargs if hasattr(source, "init_kwargs") else source()).get(
-                "preset")
-            if found:
-                name = found
-                break
+        name = next((found for source in self._named_by if (found := source().get("preset"))),
+                    None)
         if not name:
             return {}
-        values = DotEnvSettingsSource(self.settings_cls, env_file=preset_file(str(name)))()
+        values = _dotenv(self.settings_cls, preset_file(str(name)))()
         values.pop("preset", None)
         return values
 
 
-# The canonical names of the bundled local models; old names still accepted.
-LOCAL_MODEL_ALIASES = {"qwen2.5-1.5b": "qwen2.5-coder-1.5b"}
-
-
 class Settings(BaseSettings):
-    """One flat model, its fields grouped by section (storage, corpus,
-    embeddings, retrieval, evidence, LLM, answer checking, UI) as in
-    ``.env.example``."""
+    """All settings, in sections (``settings.retrieval.top_k``), as in ``.env.example``."""
 
     model_config = SettingsConfigDict(
-        env_prefix="AQA_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+        env_prefix="AQA_", env_file=".env", env_file_encoding="utf-8", extra="ignore",
+        env_nested_delimiter="__",
     )
 
-    # --- preset (rag/presets/NAME.env: a few settings under a name) ---
+    # rag/presets/NAME.env: a few settings under a name
     preset: str | None = None
 
-    # --- storage ---
-    data_dir: Path = Path(".aqa")
-    collection: str = "abstracts"
-    chroma_host: str | None = None
-    chroma_port: int = 8000
-
-    # --- corpus / chunking ---
-    corpus_paths: list[Path] = Field(default_factory=lambda: [BUNDLED_CORPUS])
-    chunk_tokens: int = 128
-    chunk_overlap: int = 24
-    dedup_threshold: float = 0.6
-
-    # --- embeddings ---
-    # minilm, wordllama, openai, or another name registered in rag.providers
-    embed_provider: str = "minilm"
-    embed_model: str = "text-embedding-3-small"  # only for embed_provider=openai
-    embed_batch_size: int = 32
-    embed_backend: Literal["onnx", "torch"] = "onnx"  # minilm: ONNX Runtime or sentence-transformers
-    embed_precision: Literal["fp32", "int8"] = "fp32"  # onnx only; int8 vectors need a re-ingest
-    embed_workers: int = 2  # onnx int8: single-thread sessions side by side while ingesting
-
-    # --- retrieval ---
-    top_k: int = 5
-    candidate_k: int = 30
-    retriever: Literal["hybrid", "dense", "bm25"] = "hybrid"
-    centroid_weight: float = 0.5
-    bm25_weight: float = 0.5
-    relevance_floor: float = 0.25
-    passages_per_paper: int = 2
-
-    # --- evidence (see rag/evidence.py and rag/rules.py) ---
-    evidence_papers: int = 4
-    evidence_sentences: int = 9
-    evidence_per_paper: int = 2
-    evidence_top_paper: int = 4
-    evidence_value_boost: float = 0.1
-    pinned_sentences: int = 12
-    evidence_max_chosen: int = 4
-    evidence_floor: float = 0.3
-    evidence_spread: float = 0.25
-    detail_floor: float = 0.5
-    generic_name_papers: int = 3
-
-    # --- LLM ---
-    # auto, local, openai, or another name registered in rag.providers
-    llm_provider: str = "auto"
-    local_model: Literal["qwen2.5-coder-1.5b", "smollm2-135m"] = "qwen2.5-coder-1.5b"
-    local_model_path: Path | None = None
-    model_cache_dir: Path = Path.home() / ".cache" / "abstracts-qa"
-    llm_context: int = 4096
-    llm_threads: int = 2
-    max_tokens: int = 320
-    temperature: float = 0.0
-    openai_api_key: str | None = Field(
-        default=None, validation_alias=AliasChoices("OPENAI_API_KEY", "AQA_OPENAI_API_KEY")
-    )
-    openai_base_url: str | None = Field(
-        default=None, validation_alias=AliasChoices("OPENAI_BASE_URL", "AQA_OPENAI_BASE_URL")
-    )
-    openai_model: str = "gpt-4o-mini"
-    llm_timeout: float = 60.0
-    llm_retries: int = 2
-    max_question_chars: int = 2000  # longer questions are cut to this, with a note
-
-    # --- answer checking ---
-    support_threshold: float = 0.45
-    synthesis_max_tokens: int = 160
-
-    # --- UI ---
-    host: str = "127.0.0.1"
-    port: int = 7860
-    auth_user: str | None = None
-    auth_password: str | None = None
-    ui_timeout: float = 300.0  # seconds one chat answer or comparison may take in the UI
-    ui_concurrency: int | None = None  # answers/comparisons at once; None: 1 local, else below
-    server_llm_concurrency: int = 8  # default of ui_concurrency for an OpenAI-compatible server
-    ui_workers: int = 8  # search, paper browsing and other non-LLM requests at once
-    ui_queue_size: int = 32  # requests waiting in the queue before new ones are refused
-    ui_min_score: float = 0.35  # explorer: search matches scoring below are not listed
-    ui_search_limit: int = 30  # explorer: papers a search returns before the cut-off
+    storage: StorageSettings = Field(default_factory=StorageSettings)
+    corpus: CorpusSettings = Field(default_factory=CorpusSettings)
+    embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    evidence: EvidenceSettings = Field(default_factory=EvidenceSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    answer: AnswerSettings = Field(default_factory=AnswerSettings)
+    ui: UISettings = Field(default_factory=UISettings)
 
     @classmethod
     def settings_customise_sources(
@@ -195,46 +219,70 @@ class Settings(BaseSettings):
         env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        preset = _PresetSource(settings_cls, init_settings, env_settings, dotenv_settings)
-        return init_settings, env_settings, dotenv_settings, file_secret_settings, preset
+        init = _Nested(settings_cls, init_settings)
+        env = _Nested(settings_cls, env_settings, EnvSettingsSource(
+            _FlatNames, case_sensitive=getattr(env_settings, "case_sensitive", None),
+            env_prefix=getattr(env_settings, "env_prefix", None)))
+        assert isinstance(dotenv_settings, DotEnvSettingsSource)
+        dotenv = _dotenv(settings_cls, dotenv_settings.env_file, dotenv_settings)
+        preset = _PresetSource(settings_cls, init, env, dotenv)
+        return init, env, dotenv, file_secret_settings, preset
 
-    @field_validator("local_model", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _local_model_alias(cls, v: Any) -> Any:
-        return LOCAL_MODEL_ALIASES.get(v, v) if isinstance(v, str) else v
-
-    @field_validator("llm_provider")
-    @classmethod
-    def _known_llm_provider(cls, v: str) -> str:
-        from rag.providers import LLM_PROVIDERS
-
-        if v != "auto" and v not in LLM_PROVIDERS:
-            raise ValueError(f"unknown LLM provider {v!r}: choose one of "
-                             f"{', '.join(['auto', *LLM_PROVIDERS.names()])}")
-        return v
-
-    @field_validator("embed_provider")
-    @classmethod
-    def _known_embed_provider(cls, v: str) -> str:
-        from rag.providers import EMBED_PROVIDERS
-
-        if v not in EMBED_PROVIDERS:
-            raise ValueError(f"unknown embedding provider {v!r}: choose one of "
-                             f"{', '.join(EMBED_PROVIDERS.names())}")
-        return v
-
-    @property
-    def resolved_llm_provider(self) -> str:
-        if self.llm_provider != "auto":
-            return self.llm_provider
-        return "openai" if (self.openai_api_key or self.openai_base_url) else "local"
+    def _flat_names(cls, data: Any) -> Any:
+        """Flat names given to ``model_validate`` go to their sections too."""
+        return _nest(data) if isinstance(data, dict) else data
 
     @property
     def llm_concurrency(self) -> int:
         """Answers/comparisons the UI runs at once: 1 for the in-process model."""
-        if self.ui_concurrency:
-            return max(1, self.ui_concurrency)
-        return 1 if self.resolved_llm_provider == "local" else max(1, self.server_llm_concurrency)
+        if self.ui.ui_concurrency:
+            return max(1, self.ui.ui_concurrency)
+        if self.llm.resolved_provider == "local":
+            return 1
+        return max(1, self.ui.server_llm_concurrency)
+
+    def updated(self, **changes: Any) -> Settings:
+        """A copy with ``changes`` by flat name (``updated(top_k=3, data_dir=p)``),
+        each validated by its section; a section name takes a whole section."""
+        unknown = sorted(set(changes) - set(SECTION_OF) - set(type(self).model_fields))
+        if unknown:
+            raise TypeError(f"unknown setting(s): {', '.join(unknown)}")
+        update: dict[str, Any] = {}
+        for section, values in _nest(changes).items():
+            current = getattr(self, section)
+            if isinstance(current, Section) and isinstance(values, dict):
+                values = type(current).model_validate({**current.model_dump(), **values})
+            update[section] = values
+        return self.model_copy(update=update)
+
+    def flat(self) -> dict[str, Any]:
+        """Every setting by its flat name (``{"top_k": 5, ...}``), e.g. for a report."""
+        return {name: getattr(getattr(self, section), name)
+                for name, section in SECTION_OF.items()}
+
+    # transitional: rag/answer.py, rules.py, evidence.py, conversation.py still read flat names
+    def __getattr__(self, name: str) -> Any:
+        section = SECTION_OF.get(name)
+        if section is not None:
+            return getattr(getattr(self, section), name)
+        return super().__getattr__(name)  # type: ignore[misc]
+
+
+class _FlatFieldFallback(dict):
+    # transitional: rag/answer.py, rules.py, evidence.py, conversation.py still read flat names
+    # (rules.py reads Settings.model_fields["generic_name_papers"].default): a flat
+    # name looked up by [] finds its section's field; iteration, `in` and .get()
+    # see only the real fields.
+    def __missing__(self, name: str) -> Any:
+        section = SECTION_OF.get(name)
+        if section is None:
+            raise KeyError(name)
+        return SECTIONS[section].model_fields[name]
+
+
+Settings.__pydantic_fields__ = _FlatFieldFallback(Settings.__pydantic_fields__)
 
 
 @lru_cache(maxsize=1)

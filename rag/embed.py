@@ -80,44 +80,46 @@ INT8_SUFFIX = "+onnx-int8"
 def embed_model_name(settings: Settings) -> str:
     """The name recorded in the index; a different name means re-ingest.
     Backends with the same vectors share a name (and so the cache)."""
-    if settings.embed_provider == "openai":
-        return f"openai:{settings.embed_model}"
-    if settings.embed_provider == "minilm":
+    if settings.embeddings.embed_provider == "openai":
+        return f"openai:{settings.embeddings.embed_model}"
+    if settings.embeddings.embed_provider == "minilm":
         _check_backend(settings)
-        return "all-MiniLM-L6-v2" + (INT8_SUFFIX if settings.embed_precision == "int8" else "")
+        int8 = settings.embeddings.embed_precision == "int8"
+        return "all-MiniLM-L6-v2" + (INT8_SUFFIX if int8 else "")
     # A registered provider of its own (rag.providers) is recorded under its name.
-    return {"wordllama": "wordllama-l2-supercat"}.get(settings.embed_provider,
-                                                       settings.embed_provider)
+    return {"wordllama": "wordllama-l2-supercat"}.get(settings.embeddings.embed_provider,
+                                                       settings.embeddings.embed_provider)
 
 
 def embed_backend_name(settings: Settings) -> str:
     """What computes the vectors, as recorded in the index (``embed_backend``)."""
-    if settings.embed_provider != "minilm":
-        return settings.embed_provider
-    if settings.embed_backend == "torch":
+    if settings.embeddings.embed_provider != "minilm":
+        return settings.embeddings.embed_provider
+    if settings.embeddings.embed_backend == "torch":
         return "torch-fp32 (sentence-transformers)"
-    return f"onnx-{settings.embed_precision} (onnxruntime)"
+    return f"onnx-{settings.embeddings.embed_precision} (onnxruntime)"
 
 
 def _check_backend(settings: Settings) -> None:
-    if settings.embed_precision == "int8" and settings.embed_backend != "onnx":
+    emb = settings.embeddings
+    if emb.embed_precision == "int8" and emb.embed_backend != "onnx":
         from rag.errors import AqaError
 
         raise AqaError("AQA_EMBED_PRECISION=int8 needs AQA_EMBED_BACKEND=onnx.")
 
 
 def make_embed_model(settings: Settings) -> BaseEmbedding:
-    """The embedding model registered under ``settings.embed_provider``
+    """The embedding model registered under ``settings.embeddings.embed_provider``
     (``rag.providers``: the four below are built in)."""
     from rag.providers import EMBED_PROVIDERS
 
     _check_backend(settings)
-    return EMBED_PROVIDERS.create(settings.embed_provider, settings)
+    return EMBED_PROVIDERS.create(settings.embeddings.embed_provider, settings)
 
 
 def minilm_embedding(settings: Settings) -> BaseEmbedding:
     """all-MiniLM-L6-v2 on the ``AQA_EMBED_BACKEND``: ONNX Runtime or torch."""
-    if settings.embed_backend == "onnx":
+    if settings.embeddings.embed_backend == "onnx":
         return minilm_onnx_embedding(settings)
     return minilm_torch_embedding(settings)
 
@@ -126,11 +128,11 @@ def minilm_onnx_embedding(settings: Settings) -> BaseEmbedding:
     from rag.embed_onnx import OnnxMiniLM
 
     return OnnxMiniLM(
-        settings.model_cache_dir,
-        precision=settings.embed_precision,
-        threads=settings.llm_threads,
-        workers=settings.embed_workers,
-        embed_batch_size=settings.embed_batch_size,
+        settings.llm.model_cache_dir,
+        precision=settings.embeddings.embed_precision,
+        threads=settings.llm.llm_threads,
+        workers=settings.embeddings.embed_workers,
+        embed_batch_size=settings.embeddings.embed_batch_size,
     )
 
 
@@ -140,28 +142,28 @@ def minilm_torch_embedding(settings: Settings) -> BaseEmbedding:
 
     from rag.models import minilm_dir
 
-    torch.set_num_threads(settings.llm_threads)
+    torch.set_num_threads(settings.llm.llm_threads)
     return HuggingFaceEmbedding(
         model_name=str(minilm_dir()),
         device="cpu",
-        embed_batch_size=settings.embed_batch_size,
+        embed_batch_size=settings.embeddings.embed_batch_size,
         normalize=True,
     )
 
 
 def wordllama_embedding(settings: Settings) -> BaseEmbedding:
-    return WordLlamaEmbedding(embed_batch_size=settings.embed_batch_size)
+    return WordLlamaEmbedding(embed_batch_size=settings.embeddings.embed_batch_size)
 
 
 def openai_embedding(settings: Settings) -> BaseEmbedding:
     from llama_index.embeddings.openai import OpenAIEmbedding
 
     return OpenAIEmbedding(
-        model=settings.embed_model,
-        api_key=settings.openai_api_key,
-        api_base=settings.openai_base_url,
-        timeout=settings.llm_timeout,
-        max_retries=settings.llm_retries,
+        model=settings.embeddings.embed_model,
+        api_key=settings.llm.openai_api_key,
+        api_base=settings.llm.openai_base_url,
+        timeout=settings.llm.llm_timeout,
+        max_retries=settings.llm.llm_retries,
     )
 
 

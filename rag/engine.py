@@ -33,6 +33,7 @@ from rag.types import (
     IngestReport,
     Paper,
     SearchHit,
+    SearchResults,
     StreamEvent,
     Timings,
 )
@@ -58,12 +59,12 @@ class Engine:
         ``create=False`` (read-only commands): a missing data dir is an error,
         not silently created."""
         self.settings = settings or get_settings()
-        if not create and not self.settings.data_dir.is_dir():
+        if not create and not self.settings.storage.data_dir.is_dir():
             raise EmptyIndexError(
-                f"No index at {self.settings.data_dir} (the folder does not exist): "
+                f"No index at {self.settings.storage.data_dir} (the folder does not exist): "
                 "run `aqa ingest` first, or pass the --data-dir of an existing index."
             )
-        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self.settings.storage.data_dir.mkdir(parents=True, exist_ok=True)
         self._llm = llm
         self._embed_model = embed_model
         self._embedder: CachedEmbedder | None = None
@@ -74,7 +75,7 @@ class Engine:
         self.embed_name = embed_model.model_name if embed_model else embed_model_name(self.settings)
         self.index = VectorIndex(self.settings, self._get_embedder)
         self.retriever = HybridRetriever(self.settings, self.index, _LazyEmbedder(self))
-        self.attributor = Attributor(_LazyEmbedder(self), self.settings.support_threshold)
+        self.attributor = Attributor(_LazyEmbedder(self), self.settings.answer.support_threshold)
         self.answerer = Answerer(self.settings, self.retriever, self._get_llm, _LazyEmbedder(self))
 
     # --- lazy parts ---
@@ -82,7 +83,7 @@ class Engine:
         with self._embed_lock:
             if self._embedder is None:
                 model = self._embed_model or make_embed_model(self.settings)
-                cache = EmbeddingCache(self.settings.data_dir / "embed_cache.sqlite")
+                cache = EmbeddingCache(self.settings.storage.data_dir / "embed_cache.sqlite")
                 self._embedder = CachedEmbedder(model, self.embed_name, cache)
             return self._embedder
 
@@ -105,8 +106,8 @@ class Engine:
     def llm_name(self) -> str:
         if self._llm is not None:
             return self._llm.name
-        s = self.settings
-        if s.resolved_llm_provider == "openai":
+        s = self.settings.llm
+        if s.resolved_provider == "openai":
             return f"openai:{s.openai_model}"
         return f"local:{s.local_model_path.name if s.local_model_path else s.local_model}"
 
@@ -114,14 +115,14 @@ class Engine:
         self.index.check_model(self.embed_name)
         if self.index.catalog.counts()[0] == 0:
             raise EmptyIndexError(
-                f"No papers indexed in {self.settings.data_dir}: run `aqa ingest` first."
+                f"No papers indexed in {self.settings.storage.data_dir}: run `aqa ingest` first."
             )
 
     # --- corpus ---
     def ingest(self, paths: Sequence[Path | str] | None = None, *, prune: bool = False,
                rebuild: bool = False, progress: bool = True) -> IngestReport:
         """Load, chunk, embed and index; unchanged papers cost nothing."""
-        paths = list(paths) if paths else list(self.settings.corpus_paths)
+        paths = list(paths) if paths else list(self.settings.corpus.corpus_paths)
         report = self.index.ingest(paths, model_name=self.embed_name, prune=prune,
                                    rebuild=rebuild, progress=progress)
         topics.at_ingest(self.index, self.embed_name)  # topic map: once, cached
@@ -132,10 +133,12 @@ class Engine:
         return topics.ensure(self.index, self.embed_name)
 
     def papers(self, query: str | None = None, *, limit: int | None = None,
-               filters: Filters | None = None) -> list[Paper]:
-        """All papers (sorted by title), or those matching ``query`` by hybrid search."""
+               filters: Filters | None = None, min_score: float | None = None) -> list[Paper]:
+        """All papers (sorted by title), or those matching ``query`` by hybrid search,
+        best first, without those scoring below ``min_score`` (the explorer's cut-off)."""
         if query and query.strip():
-            return [h.paper for h in self.search(query, k=limit or 20, filters=filters)]
+            hits = self.search(query, k=limit or 20, filters=filters, min_score=min_score)
+            return [h.paper for h in hits]
         snap = self.retriever.snapshot()
         out = [p for p in snap.papers.values() if HybridRetriever.paper_ok(p, filters)]
         out.sort(key=lambda p: p.title.lower())
@@ -175,7 +178,7 @@ class Engine:
         health = self.index.health()
         st = CorpusStatus(papers=0, chunks=0, sources={}, embed_model=self.embed_name,
                           llm_model=self.llm_name, last_ingest=None,
-                          data_dir=str(self.settings.data_dir),
+                          data_dir=str(self.settings.storage.data_dir),
                           health={"ok": health.ok, "catalog": health.catalog,
                                   "vectors": health.vectors, "problems": list(health.problems)})
         if health.catalog == "damaged":
@@ -209,9 +212,15 @@ class Engine:
 
     # --- retrieval / answers ---
     def search(self, query: str, *, k: int | None = None, filters: Filters | None = None,
-               mode: str | None = None) -> list[SearchHit]:
+               mode: str | None = None, min_score: float | None = None) -> SearchResults:
+        """The top ``k`` papers for ``query``; with ``min_score``, those scoring
+        below it are left out and counted (``below_min_score``)."""
         self._ready()
-        return self.retriever.search(query, k=k, filters=filters, mode=mode)
+        hits = self.retriever.search(query, k=k, filters=filters, mode=mode)
+        if min_score is None:
+            return SearchResults(hits)
+        kept = [h for h in hits if h.score >= min_score]
+        return SearchResults(kept, below_min_score=len(hits) - len(kept))
 
     def ask(self, question: str, *, history: History = (), k: int | None = None,
             filters: Filters | None = None) -> Answer:
@@ -228,7 +237,7 @@ class Engine:
         validated text, citations and timings."""
         if not question or not question.strip():
             raise AqaError("Ask a question first.")
-        limit = self.settings.max_question_chars  # a 200 kB question must not overflow the LLM
+        limit = self.settings.llm.max_question_chars  # a 200 kB question must not overflow the LLM
         if limit and len(question.strip()) > limit:
             n, question = len(question.strip()), question.strip()[:limit]
             yield StreamEvent("status", f"Note: your question is {n:,} characters long; only "
@@ -269,8 +278,8 @@ class Engine:
             say(f"Writing the synthesis with {llm.name}…")
             raw = []
             for piece in llm.stream_chat([{"role": "user", "content": prompt}],
-                                         max_tokens=self.settings.max_tokens,
-                                         temperature=self.settings.temperature):
+                                         max_tokens=self.settings.llm.max_tokens,
+                                         temperature=self.settings.llm.temperature):
                 if timings.ttft_ms is None:
                     timings.ttft_ms = round((time.perf_counter() - t0) * 1000, 1)
                 raw.append(piece)

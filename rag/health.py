@@ -48,8 +48,9 @@ class IndexHealthChecks:
     ``_open_collections``."""
 
     def _chroma_message(self, e: Exception) -> str:
-        if self.settings.chroma_host:
-            return (f"The Chroma server at {self.settings.chroma_host}:{self.settings.chroma_port} "
+        st = self.settings.storage
+        if st.chroma_host:
+            return (f"The Chroma server at {st.chroma_host}:{st.chroma_port} "
                     f"failed ({e.__class__.__name__}: {str(e)[:160]}).")
         return (f"The vector store {self.chroma_path / 'chroma.sqlite3'} is damaged "
                 f"({e.__class__.__name__}: {str(e)[:160]}): run `aqa ingest --rebuild` to move "
@@ -94,8 +95,9 @@ class IndexHealthChecks:
         papers, chunks = counts
         if n_vec >= chunks and n_pvec >= papers:
             return None
-        where = (f"the Chroma server at {self.settings.chroma_host}:{self.settings.chroma_port}"
-                 if self.settings.chroma_host else f"the vector store {self.chroma_path}")
+        st = self.settings.storage
+        where = (f"the Chroma server at {st.chroma_host}:{st.chroma_port}"
+                 if st.chroma_host else f"the vector store {self.chroma_path}")
         return (f"{where[0].upper()}{where[1:]} holds {n_vec} of the {chunks} chunk vectors "
                 f"(and {n_pvec} of {papers} paper vectors) the catalog lists: it is missing or "
                 "was replaced. Run `aqa ingest --rebuild` to rebuild it from the corpus "
@@ -131,10 +133,11 @@ class IndexHealthChecks:
             base = "all-MiniLM-L6-v2"
             if built.startswith(base) and model_name.startswith(base):
                 raise IndexMismatchError(_precision_message(
-                    str(self.settings.data_dir), built, model_name,
+                    str(self.settings.storage.data_dir), built, model_name,
                     self.catalog.get_meta("embed_backend")))
             raise IndexMismatchError(
-                f"The index in {self.settings.data_dir} was built with embedding model '{built}' "
+                f"The index in {self.settings.storage.data_dir} was built with embedding model "
+                f"'{built}' "
                 f"but '{model_name}' is configured: re-ingest with `aqa ingest --rebuild`, or "
                 "use another --data-dir."
             )
@@ -154,15 +157,15 @@ class IndexHealthChecks:
             _ = self.collection
         except IndexDamagedError:
             chroma_ok = False
-            if self.settings.chroma_host:
+            if self.settings.storage.chroma_host:
                 raise
             damaged.append(self.chroma_path)
-        cache = self.settings.data_dir / "embed_cache.sqlite"
+        cache = self.settings.storage.data_dir / "embed_cache.sqlite"
         if sqlite_problem(cache):
             damaged += [cache, *_sidecars(cache)]
         backup = None
         if damaged:
-            backup = self.settings.data_dir / f"backup-{datetime.now():%Y%m%d-%H%M%S}"
+            backup = self.settings.storage.data_dir / f"backup-{datetime.now():%Y%m%d-%H%M%S}"
             backup.mkdir(parents=True, exist_ok=True)
             if not chroma_ok:
                 self._release_chroma()
@@ -175,7 +178,8 @@ class IndexHealthChecks:
             self._verified = None
             log.warning("moved damaged index files to %s", backup)
         if chroma_ok:
-            for name in (self.settings.collection, f"{self.settings.collection}_papers"):
+            collection = self.settings.storage.collection
+            for name in (collection, f"{collection}_papers"):
                 self._client.delete_collection(name)
             self._collection = self._paper_collection = None
         self.catalog.clear()

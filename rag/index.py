@@ -44,7 +44,7 @@ class Chunker:
         from llama_index.core.node_parser import SentenceSplitter
 
         self._splitter = SentenceSplitter(
-            chunk_size=settings.chunk_tokens, chunk_overlap=settings.chunk_overlap
+            chunk_size=settings.corpus.chunk_tokens, chunk_overlap=settings.corpus.chunk_overlap
         )
 
     def split(self, text: str) -> list[str]:
@@ -68,15 +68,16 @@ def make_chroma_client(settings: Settings):
     from chromadb.config import Settings as ChromaSettings
 
     cs = ChromaSettings(anonymized_telemetry=False)
-    if settings.chroma_host:
+    st = settings.storage
+    if st.chroma_host:
         try:
-            return chromadb.HttpClient(host=settings.chroma_host, port=settings.chroma_port, settings=cs)
+            return chromadb.HttpClient(host=st.chroma_host, port=st.chroma_port, settings=cs)
         except Exception as e:
             raise AqaError(
-                f"Cannot reach the Chroma server at {settings.chroma_host}:{settings.chroma_port} "
+                f"Cannot reach the Chroma server at {st.chroma_host}:{st.chroma_port} "
                 f"({e.__class__.__name__}): start it with `chroma run` or unset AQA_CHROMA_HOST."
             ) from e
-    return chromadb.PersistentClient(path=str(settings.data_dir / "chroma"), settings=cs)
+    return chromadb.PersistentClient(path=str(st.data_dir / "chroma"), settings=cs)
 
 
 class VectorIndex(IndexHealthChecks):
@@ -101,11 +102,11 @@ class VectorIndex(IndexHealthChecks):
     # --- lazy parts ---
     @property
     def catalog_path(self) -> Path:
-        return self.settings.data_dir / "catalog.sqlite"
+        return self.settings.storage.data_dir / "catalog.sqlite"
 
     @property
     def chroma_path(self) -> Path:
-        return self.settings.data_dir / "chroma"
+        return self.settings.storage.data_dir / "chroma"
 
     @property
     def catalog(self) -> Catalog:
@@ -131,12 +132,12 @@ class VectorIndex(IndexHealthChecks):
             if self._client is None:
                 self._client = make_chroma_client(s)
             coll = self._client.get_or_create_collection(
-                s.collection, metadata={"hnsw:space": "cosine"}, embedding_function=None
+                s.storage.collection, metadata={"hnsw:space": "cosine"}, embedding_function=None
             )
             # One vector per paper: the normalised mean of its chunk vectors, which
             # matches "which paper does X" questions that describe a whole abstract.
             papers = self._client.get_or_create_collection(
-                f"{s.collection}_papers", metadata={"hnsw:space": "cosine"},
+                f"{s.storage.collection}_papers", metadata={"hnsw:space": "cosine"},
                 embedding_function=None,
             )
             coll.count()
@@ -159,7 +160,7 @@ class VectorIndex(IndexHealthChecks):
         t0 = time.perf_counter()
         backup = self.rebuild() if rebuild else None
         self._check_model_name(model_name)  # no health check: ingest repairs missing vectors
-        loaded = load_corpus(paths, dedup_threshold=self.settings.dedup_threshold)
+        loaded = load_corpus(paths, dedup_threshold=self.settings.corpus.dedup_threshold)
         report = IngestReport(
             errors=[str(e) for e in loaded.errors], duplicates_merged=loaded.duplicates_merged
         )
@@ -234,7 +235,8 @@ class VectorIndex(IndexHealthChecks):
         any vector write), and, for the embedded store, its file still there."""
         if self.catalog.get_meta("vectors_clean") != "1":
             return False
-        return bool(self.settings.chroma_host) or (self.chroma_path / "chroma.sqlite3").is_file()
+        return (bool(self.settings.storage.chroma_host)
+                or (self.chroma_path / "chroma.sqlite3").is_file())
 
     def _ingest_batch(
         self, batch: list[tuple[Paper, str]], chunker: Chunker, embedder: CachedEmbedder
@@ -303,7 +305,7 @@ class VectorIndex(IndexHealthChecks):
     # --- BM25 ---
     @property
     def lexical_dir(self) -> Path:
-        return self.settings.data_dir / "bm25"
+        return self.settings.storage.data_dir / "bm25"
 
     def persist_lexical(self) -> None:
         """Save the BM25 index of the committed catalog beside it, so no query

@@ -120,11 +120,11 @@ def _short(e: object, limit: int = 200) -> str:
 
 
 def make_llm(settings: Settings) -> LLM:
-    """The LLM registered under ``settings.resolved_llm_provider`` (``rag.providers``:
+    """The LLM registered under ``settings.llm.resolved_provider`` (``rag.providers``:
     ``local`` and ``openai`` built in)."""
     from rag.providers import LLM_PROVIDERS
 
-    return LLM_PROVIDERS.create(settings.resolved_llm_provider, settings)
+    return LLM_PROVIDERS.create(settings.llm.resolved_provider, settings)
 
 
 # The backends live in their own modules and import the helpers above, so they

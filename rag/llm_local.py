@@ -56,8 +56,8 @@ class LocalLLM:
                 try:
                     self._llm = Llama(
                         model_path=str(self.path),
-                        n_ctx=self._settings.llm_context,
-                        n_threads=self._settings.llm_threads,
+                        n_ctx=self._settings.llm.llm_context,
+                        n_threads=self._settings.llm.llm_threads,
                         verbose=False,
                     )
                 except Exception as e:
@@ -67,8 +67,8 @@ class LocalLLM:
     # --- ownership of the one llama.cpp context ---
     def _acquire(self, me: object, cancel: threading.Event | None) -> None:
         s = self._settings
-        stale_after = s.llm_timeout
-        give_up = time.monotonic() + max(s.llm_timeout, s.ui_timeout)
+        stale_after = s.llm.llm_timeout
+        give_up = time.monotonic() + max(s.llm.llm_timeout, s.ui.ui_timeout)
         with self._cond:
             while self._owner is not None:
                 parked = self._suspended_since

@@ -34,24 +34,24 @@ class OpenAILLM:
     def __init__(self, settings: Settings) -> None:
         import openai
 
-        if not settings.openai_api_key and not settings.openai_base_url:
+        if not settings.llm.openai_api_key and not settings.llm.openai_base_url:
             raise LLMError(
                 "No OpenAI API key: set OPENAI_API_KEY in .env, or OPENAI_BASE_URL for a local "
                 "server, or AQA_LLM_PROVIDER=local for the bundled model."
             )
         self._settings = settings
-        self.name = f"openai:{settings.openai_model}"
-        self._where = settings.openai_base_url or "api.openai.com"
+        self.name = f"openai:{settings.llm.openai_model}"
+        self._where = settings.llm.openai_base_url or "api.openai.com"
         self._schema_ok = True  # False once the server rejected response_format
         # At most llm_concurrency streams at once from this process, whichever
         # UI event or CLI thread asks (AQA_UI_CONCURRENCY / _SERVER_LLM_CONCURRENCY).
         self._slots = threading.BoundedSemaphore(max(1, settings.llm_concurrency))
         self._client = openai.OpenAI(
             # Local servers accept any key; the client insists on one.
-            api_key=settings.openai_api_key or "not-needed",
-            base_url=settings.openai_base_url,
-            timeout=settings.llm_timeout,
-            max_retries=settings.llm_retries,  # the client backs off exponentially
+            api_key=settings.llm.openai_api_key or "not-needed",
+            base_url=settings.llm.openai_base_url,
+            timeout=settings.llm.llm_timeout,
+            max_retries=settings.llm.llm_retries,  # the client backs off exponentially
         )
 
     def _fail(self, reason: str) -> LLMError:
@@ -67,11 +67,11 @@ class OpenAILLM:
             return LLMError(f"The LLM server at {self._where} rejected the API key (401): "
                             "check OPENAI_API_KEY.", where=self._where, reason="HTTP 401")
         if isinstance(e, openai.RateLimitError):
-            return LLMError(f"Rate limited by {self._where} after {s.llm_retries} retries: wait "
-                            "and try again, or raise AQA_LLM_RETRIES.",
+            return LLMError(f"Rate limited by {self._where} after {s.llm.llm_retries} retries: "
+                            "wait and try again, or raise AQA_LLM_RETRIES.",
                             where=self._where, reason="HTTP 429")
         if isinstance(e, openai.APITimeoutError):
-            return self._fail(f"it did not answer within {s.llm_timeout:g} s: raise "
+            return self._fail(f"it did not answer within {s.llm.llm_timeout:g} s: raise "
                               "AQA_LLM_TIMEOUT or use a smaller model")
         if isinstance(e, openai.APIConnectionError):
             cause = e.__cause__ or e.__context__
@@ -79,7 +79,7 @@ class OpenAILLM:
             return self._fail(f"Cannot reach the LLM server{detail}: is it running, and is "
                               "OPENAI_BASE_URL right?")
         if isinstance(e, openai.NotFoundError):
-            return LLMError(f"Model '{s.openai_model}' not found at {self._where}: check "
+            return LLMError(f"Model '{s.llm.openai_model}' not found at {self._where}: check "
                             "AQA_OPENAI_MODEL.", where=self._where, reason="HTTP 404")
         if isinstance(e, openai.APIStatusError):
             body = e.body if isinstance(e.body, dict) else {}
@@ -97,7 +97,7 @@ class OpenAILLM:
 
         s = self._settings
         if isinstance(e, httpx.TimeoutException):
-            return self._fail(f"the reply stalled: no data for {s.llm_timeout:g} s "
+            return self._fail(f"the reply stalled: no data for {s.llm.llm_timeout:g} s "
                               "(AQA_LLM_TIMEOUT)")
         if isinstance(e, httpx.RemoteProtocolError):
             return self._fail(f"the reply was cut off mid-stream ({_short(e)})")
@@ -124,7 +124,7 @@ class OpenAILLM:
             }
         try:
             return self._client.chat.completions.create(
-                model=s.openai_model,
+                model=s.llm.openai_model,
                 messages=messages,  # type: ignore[arg-type]
                 max_tokens=max_tokens,
                 temperature=temperature,
@@ -152,7 +152,7 @@ class OpenAILLM:
 
     def _take_slot(self, cancel: threading.Event | None) -> None:
         s = self._settings
-        give_up = time.monotonic() + max(s.llm_timeout, s.ui_timeout)
+        give_up = time.monotonic() + max(s.llm.llm_timeout, s.ui.ui_timeout)
         while not self._slots.acquire(timeout=0.1):
             _check_cancel(cancel)
             if time.monotonic() > give_up:
@@ -168,7 +168,7 @@ class OpenAILLM:
                 json_schema: dict | None, cancel: threading.Event | None) -> Iterator[str]:
         import openai
 
-        attempts = max(0, self._settings.llm_retries) + 1
+        attempts = max(0, self._settings.llm.llm_retries) + 1
         for attempt in range(attempts):
             _check_cancel(cancel)
             try:

@@ -95,10 +95,10 @@ def qwen_file(cache_dir: Path) -> Path:
 
 
 def local_model_file(settings: Settings) -> Path:
-    if settings.local_model_path:
-        if not settings.local_model_path.is_file():
-            raise LLMError(f"AQA_LOCAL_MODEL_PATH {settings.local_model_path} does not exist")
-        return settings.local_model_path
-    if settings.local_model == "smollm2-135m":
+    if settings.llm.local_model_path:
+        if not settings.llm.local_model_path.is_file():
+            raise LLMError(f"AQA_LOCAL_MODEL_PATH {settings.llm.local_model_path} does not exist")
+        return settings.llm.local_model_path
+    if settings.llm.local_model == "smollm2-135m":
         return smollm_file()
-    return qwen_file(settings.model_cache_dir)
+    return qwen_file(settings.llm.model_cache_dir)

@@ -226,19 +226,19 @@ class HybridRetriever:
         mode: str | None = None,
     ) -> list[SearchHit]:
         s = self.settings
-        k = k or s.top_k
-        mode = mode or s.retriever
+        k = k or s.retrieval.top_k
+        mode = mode or s.retrieval.retriever
         snap = self.snapshot()  # one snapshot for the whole request
         if not snap.chunk_ids:
             return []
-        n = max(s.candidate_k * 3, k * 4)
+        n = max(s.retrieval.candidate_k * 3, k * 4)
         use_dense = mode in ("hybrid", "dense")
         use_lex = mode in ("hybrid", "bm25")
         empty = np.zeros(0, dtype=np.int64)
         d_pos, d_sim, cent = self.dense(query, n, filters, snap) if use_dense else (
             empty, np.zeros(0), {})
         l_pos, l_sc = self.lexical(query, n, filters, snap) if use_lex else (empty, np.zeros(0))
-        w_lex = s.bm25_weight if mode == "hybrid" else 1.0
+        w_lex = s.retrieval.bm25_weight if mode == "hybrid" else 1.0
 
         # A paper outside a retriever's candidate list gets that list's lowest
         # score: an upper bound on what it would have scored.
@@ -283,14 +283,14 @@ class HybridRetriever:
         score = w_lex * best_lex
         if use_dense:
             cent_arr = np.array([cent.get(snap.paper_ids[r], cent_floor) for r in prows])
-            score = score + best_dense + s.centroid_weight * cent_arr
+            score = score + best_dense + s.retrieval.centroid_weight * cent_arr
         score_r = np.round(score, 4)
         top = np.lexsort((prows, -score_r))[:k]
 
         hits: list[SearchHit] = []
         for rank, g in enumerate(top, 1):
             pid = snap.paper_ids[prows[g]]
-            sl = slice(first[g], min(last[g], first[g] + s.passages_per_paper))
+            sl = slice(first[g], min(last[g], first[g] + s.retrieval.passages_per_paper))
             passages = [
                 Passage(
                     chunk_id=snap.chunk_ids[i],

@@ -243,7 +243,7 @@ def paper_vectors(index: Any) -> tuple[list[str], np.ndarray]:
 
 def ensure(index: Any, model_name: str, *, force: bool = False) -> TopicMap:
     """The cached map for the index's current catalog, computed if missing."""
-    data_dir = Path(index.settings.data_dir)
+    data_dir = Path(index.settings.storage.data_dir)
     hashes = index.catalog.hashes()
     key = catalog_key(hashes, model_name)
     if not force and (cached := load_cached(data_dir, key)) is not None:

@@ -97,6 +97,15 @@ class SearchHit:
         }
 
 
+class SearchResults(list[SearchHit]):
+    """``Engine.search``'s hits, best first, and ``below_min_score``: how many
+    more of the top ``k`` scored under its ``min_score`` cut-off (not listed)."""
+
+    def __init__(self, hits: Iterable[SearchHit] = (), below_min_score: int = 0) -> None:
+        super().__init__(hits)
+        self.below_min_score = below_min_score
+
+
 @dataclass
 class Filters:
     """Metadata filters; ``None`` means no restriction on that field."""

@@ -144,9 +144,9 @@ def fake_engine(fake_settings, fake_index_dir):
     from rag.engine import Engine
 
     def make(llm=None, **over):
-        s = fake_settings.model_copy(update={"relevance_floor": 0.0, **over})
-        if not _INDEX_FIELDS & set(over) and not s.data_dir.exists():
-            shutil.copytree(fake_index_dir, s.data_dir)
+        s = fake_settings.updated(**{"relevance_floor": 0.0, **over})
+        if not _INDEX_FIELDS & set(over) and not s.storage.data_dir.exists():
+            shutil.copytree(fake_index_dir, s.storage.data_dir)
         eng = Engine(s, llm=llm, embed_model=_fake_embedding_class()())
         eng.ingest(progress=False)
         return eng

@@ -69,13 +69,13 @@ class Server:
 
 @contextmanager
 def serving(engine, settings: Settings) -> Iterator[Server]:
-    """The real Gradio app around ``engine``, on ``settings.port``, in a background thread."""
+    """The real Gradio app around ``engine``, on ``settings.ui.port``, in a background thread."""
     from ui.app import build_app, launch
 
     app = build_app(engine, settings)
-    launch(app, settings, port=settings.port, block=False)
+    launch(app, settings, port=settings.ui.port, block=False)
     try:
-        yield Server(f"http://127.0.0.1:{settings.port}/", engine, settings)
+        yield Server(f"http://127.0.0.1:{settings.ui.port}/", engine, settings)
     finally:
         app.close()
 
@@ -205,9 +205,10 @@ class FakeEngine:
         self.calls: list[dict] = []
         self._tmap = None
 
-    def papers(self, query=None, *, limit=None, filters=None):
+    def papers(self, query=None, *, limit=None, filters=None, min_score=None):
         if query and query.strip():
-            return [h.paper for h in self.search(query, k=limit or 20, filters=filters)]
+            hits = self.search(query, k=limit or 20, filters=filters, min_score=min_score)
+            return [h.paper for h in hits]
         out = sorted((p for p in self._papers.values() if self._ok(p, filters)),
                      key=lambda p: p.title.lower())
         return out[:limit] if limit else out
@@ -220,8 +221,8 @@ class FakeEngine:
                 and (not f.years or p.year in f.years)
                 and (not f.paper_ids or p.paper_id in f.paper_ids))
 
-    def search(self, query, *, k=None, filters=None, mode=None):
-        from rag.types import Passage, SearchHit
+    def search(self, query, *, k=None, filters=None, mode=None, min_score=None):
+        from rag.types import Passage, SearchHit, SearchResults
 
         q = set(w for w in query.lower().split() if len(w) > 3)
         scored = []
@@ -238,7 +239,8 @@ class FakeEngine:
             first = p.abstract.split(". ")[0] + "."
             hits.append(SearchHit(p, round(sc, 3), i, [Passage(f"{p.paper_id}#0", p.paper_id,
                                                                  first)]))
-        return hits
+        kept = [h for h in hits if min_score is None or h.score >= min_score]
+        return SearchResults(kept, below_min_score=len(hits) - len(kept))
 
     def get_paper(self, ref):
         return self._papers[ref]
@@ -250,7 +252,7 @@ class FakeEngine:
         for p in self._papers.values():
             srcs[p.source] = srcs.get(p.source, 0) + 1
         return CorpusStatus(len(self._papers), len(self._papers), srcs, "fake-embed", "fake-llm",
-                            None, str(self.settings.data_dir))
+                            None, str(self.settings.storage.data_dir))
 
     def example_questions(self, n=4):
         return ["Which papers study prompt injection?", "What do diffusion papers report?"][:n]
@@ -312,5 +314,5 @@ class FakeEngine:
 @contextmanager
 def running_fake_app(engine: FakeEngine) -> Iterator[Server]:
     """The real app around a FakeEngine, served on a free local port."""
-    with serving(engine, engine.settings.model_copy(update={"port": free_port()})) as server:
+    with serving(engine, engine.settings.updated(port=free_port())) as server:
         yield server

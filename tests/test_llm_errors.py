@@ -307,8 +307,8 @@ def test_missing_key_is_explained():
 
 
 def test_provider_auto_switches_on_key():
-    assert Settings(_env_file=None).resolved_llm_provider == "local"
-    assert Settings(_env_file=None, openai_api_key="sk-x").resolved_llm_provider == "openai"
+    assert Settings(_env_file=None).llm.resolved_provider == "local"
+    assert Settings(_env_file=None, openai_api_key="sk-x").llm.resolved_provider == "openai"
 
 
 def test_concurrency_defaults():

@@ -10,7 +10,7 @@ import pytest
 from dotenv import dotenv_values
 
 from rag.cli import build_parser, main, settings_for
-from rag.config import Settings, preset_file, preset_names, presets_dir
+from rag.config import SECTION_OF, Settings, preset_file, preset_names, presets_dir
 from rag.errors import AqaError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -18,44 +18,43 @@ REPO = Path(__file__).resolve().parent.parent
 
 def test_bundled_presets_exist_and_name_real_settings():
     assert {"fast-ingest", "openai", "quality"} <= set(preset_names())
-    fields = set(Settings.model_fields)
     for name in preset_names():
         text = preset_file(name).read_text(encoding="utf-8")
         assert text.startswith(f"# Preset {name}:"), name  # each file says what it is for
         keys = dotenv_values(preset_file(name))
         assert keys, name
         for key in keys:
-            assert key.startswith("AQA_") and key[4:].lower() in fields, (name, key)
+            assert key.startswith("AQA_") and key[4:].lower() in SECTION_OF, (name, key)
             assert key != "AQA_PRESET" and "KEY" not in key, (name, key)
         Settings(_env_file=None, preset=name)  # every value is valid
 
 
 def test_a_preset_applies():
     s = Settings(_env_file=None, preset="fast-ingest")
-    assert s.embed_provider == "wordllama"
+    assert s.embeddings.embed_provider == "wordllama"
     s = Settings(_env_file=None, preset="openai")
-    assert (s.llm_provider, s.openai_model) == ("openai", "gpt-4o-mini")
-    assert s.embed_provider == "minilm" and s.top_k == 5  # the rest keeps its defaults
+    assert (s.llm.llm_provider, s.llm.openai_model) == ("openai", "gpt-4o-mini")
+    assert s.embeddings.embed_provider == "minilm" and s.retrieval.top_k == 5  # the rest: defaults
 
 
 def test_env_and_dotenv_beat_the_preset(monkeypatch, tmp_path):
     monkeypatch.setenv("AQA_PRESET", "openai")
-    assert Settings(_env_file=None).llm_provider == "openai"  # AQA_PRESET chooses it
+    assert Settings(_env_file=None).llm.llm_provider == "openai"  # AQA_PRESET chooses it
     monkeypatch.setenv("AQA_LLM_PROVIDER", "local")
     s = Settings(_env_file=None)
-    assert (s.llm_provider, s.openai_model) == ("local", "gpt-4o-mini")
+    assert (s.llm.llm_provider, s.llm.openai_model) == ("local", "gpt-4o-mini")
     monkeypatch.delenv("AQA_LLM_PROVIDER")
     env = tmp_path / ".env"
     env.write_text("AQA_OPENAI_MODEL=from-dotenv\n", encoding="utf-8")
     s = Settings(_env_file=env)
-    assert (s.llm_provider, s.openai_model) == ("openai", "from-dotenv")
-    assert Settings(_env_file=None, openai_model="explicit").openai_model == "explicit"
+    assert (s.llm.llm_provider, s.llm.openai_model) == ("openai", "from-dotenv")
+    assert Settings(_env_file=None, openai_model="explicit").llm.openai_model == "explicit"
 
 
 def test_the_preset_can_be_chosen_in_dotenv(tmp_path):
     env = tmp_path / ".env"
     env.write_text("AQA_PRESET=fast-ingest\n", encoding="utf-8")
-    assert Settings(_env_file=env).embed_provider == "wordllama"
+    assert Settings(_env_file=env).embeddings.embed_provider == "wordllama"
 
 
 def test_unknown_preset_is_a_clear_error(monkeypatch, capsys):
@@ -72,20 +71,21 @@ def test_unknown_preset_is_a_clear_error(monkeypatch, capsys):
 
 def test_cli_preset_option(monkeypatch, tmp_path):
     args = build_parser(()).parse_args(["ask", "q?", "--preset", "fast-ingest"])
-    assert settings_for(args).embed_provider == "wordllama"
+    assert settings_for(args).embeddings.embed_provider == "wordllama"
     monkeypatch.setenv("AQA_PRESET", "fast-ingest")
     args = build_parser(()).parse_args(["status", "--preset", "openai"])
     s = settings_for(args)  # the flag chooses over AQA_PRESET
-    assert (s.llm_provider, s.embed_provider) == ("openai", "minilm")
+    assert (s.llm.llm_provider, s.embeddings.embed_provider) == ("openai", "minilm")
     args = build_parser(()).parse_args(["status", "--data-dir", str(tmp_path)])
-    assert settings_for(args).embed_provider == "wordllama"
+    assert settings_for(args).embeddings.embed_provider == "wordllama"
 
 
 def test_old_local_model_name_is_an_alias(monkeypatch):
-    assert Settings(_env_file=None).local_model == "qwen2.5-coder-1.5b"
-    assert Settings(_env_file=None, local_model="qwen2.5-1.5b").local_model == "qwen2.5-coder-1.5b"
+    assert Settings(_env_file=None).llm.local_model == "qwen2.5-coder-1.5b"
+    s = Settings(_env_file=None, local_model="qwen2.5-1.5b")
+    assert s.llm.local_model == "qwen2.5-coder-1.5b"
     monkeypatch.setenv("AQA_LOCAL_MODEL", "qwen2.5-1.5b")
-    assert Settings(_env_file=None).local_model == "qwen2.5-coder-1.5b"
+    assert Settings(_env_file=None).llm.local_model == "qwen2.5-coder-1.5b"
 
 
 def test_presets_are_package_data():

@@ -118,3 +118,19 @@ def test_papers_filters_through_the_public_paper_ok(fake_engine):
     assert eng.papers(filters=Filters(paper_ids=[one.paper_id])) == [one]
     assert all(HybridRetriever.paper_ok(p, None) for p in every)
     assert not hasattr(eng, "sources")  # dead code removed (status() has the counts)
+
+
+def test_search_and_papers_apply_the_min_score_cut_off(fake_engine):
+    """The explorer's cut-off is the engine's: matches scoring below
+    ``min_score`` are left out, and counted."""
+    eng = fake_engine()
+    q = "guardrail agent safety policies"
+    every = eng.search(q, k=10)
+    assert every.below_min_score == 0 and len(every) == 10
+    cut = (every[0].score + every[-1].score) / 2
+    kept = eng.search(q, k=10, min_score=cut)
+    assert kept == [h for h in every if h.score >= cut] and 0 < len(kept) < 10
+    assert kept.below_min_score == 10 - len(kept)
+    assert eng.papers(q, limit=10, min_score=cut) == [h.paper for h in kept]
+    assert eng.papers(q, limit=10) == [h.paper for h in every]
+    assert len(eng.papers(min_score=0.99)) == len(eng.papers())  # no query: no cut-off

@@ -49,7 +49,7 @@ def test_tiny_and_empty_corpora():
 
 def test_ingest_computes_and_caches_the_map(fake_engine, tmp_path):
     eng = fake_engine()
-    cache = eng.settings.data_dir / topics.CACHE_NAME
+    cache = eng.settings.storage.data_dir / topics.CACHE_NAME
     assert cache.is_file(), "ingest computes the topic map"
     first = eng.topic_map()
     assert len(first.points) == 57 and first.seconds > 0
@@ -62,7 +62,7 @@ def test_ingest_computes_and_caches_the_map(fake_engine, tmp_path):
         "id": "extra-1", "title": "An extra paper",
         "abstract": "We propose a graph transformer for molecules and report strong results "
                     "on three molecular property benchmarks."}) + "\n", encoding="utf-8")
-    eng.ingest([*eng.settings.corpus_paths, extra], progress=False)
+    eng.ingest([*eng.settings.corpus.corpus_paths, extra], progress=False)
     second = eng.topic_map()
     assert second.key != first.key and len(second.points) == 58
     assert json.loads(cache.read_text())["key"] == second.key
@@ -70,7 +70,7 @@ def test_ingest_computes_and_caches_the_map(fake_engine, tmp_path):
 
 def test_corrupt_cache_is_recomputed(fake_engine):
     eng = fake_engine()
-    cache = eng.settings.data_dir / topics.CACHE_NAME
+    cache = eng.settings.storage.data_dir / topics.CACHE_NAME
     cache.write_text("{not json", encoding="utf-8")
     assert len(eng.topic_map().points) == 57
 

@@ -24,7 +24,8 @@ def server(real_index_dir, tmp_path_factory):
 
 
 def client(server) -> Client:
-    return Client(server.url, verbose=False, download_files=str(Path(server.settings.data_dir)))
+    return Client(server.url, verbose=False,
+                  download_files=str(Path(server.settings.storage.data_dir)))
 
 
 def result_of(outputs) -> dict:

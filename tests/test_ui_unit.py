@@ -26,6 +26,7 @@ from rag.types import (
     Paper,
     Provenance,
     SearchHit,
+    SearchResults,
     SentenceSupport,
     StreamEvent,
     Timings,
@@ -92,7 +93,10 @@ class FakeEngine:
         self.calls: list[dict] = []
         self.closed = False
 
-    def papers(self, query=None, *, limit=None, filters=None):
+    def papers(self, query=None, *, limit=None, filters=None, min_score=None):
+        if query and min_score is not None:
+            return [h.paper for h in self.search(query, k=limit, filters=filters,
+                                                 min_score=min_score)]
         ps = [P1, P2, PX]
         if filters is not None and filters.paper_ids:
             ps = [p for p in ps if p.paper_id in filters.paper_ids]
@@ -100,8 +104,10 @@ class FakeEngine:
             ps = [p for p in ps if query.lower() in (p.abstract + p.title).lower()]
         return ps[:limit] if limit else ps
 
-    def search(self, query, *, k=None, filters=None, mode=None):
-        return [SearchHit(p, 1.0 / i, i) for i, p in enumerate(self.papers(query, limit=k), 1)]
+    def search(self, query, *, k=None, filters=None, mode=None, min_score=None):
+        hits = [SearchHit(p, 1.0 / i, i) for i, p in enumerate(self.papers(query, limit=k), 1)]
+        kept = [h for h in hits if min_score is None or h.score >= min_score]
+        return SearchResults(kept, below_min_score=len(hits) - len(kept))
 
     def topic_map(self):
         from rag.topics import TopicCluster, TopicMap, TopicPoint
@@ -389,7 +395,7 @@ def test_respond_llm_error_is_a_message_not_a_traceback():
 
 def test_respond_times_out_and_stops_the_engine():
     eng = FakeEngine(delay=1.0)
-    eng.settings.ui_timeout = 0.3
+    eng.settings.ui.ui_timeout = 0.3
     ui = AqaUI(eng)
     t0 = time.monotonic()
     final = _drain(ui.respond("q?", [], None, None, None, None, 5, []))[-1]
@@ -524,8 +530,8 @@ def test_launch_binds_localhost_with_optional_auth():
 
     eng = FakeEngine()
     port = free_port()
-    s = eng.settings.model_copy(update={"auth_user": "ann", "auth_password": "s3cret"})
-    assert s.host == "127.0.0.1"
+    s = eng.settings.updated(auth_user="ann", auth_password="s3cret")
+    assert s.ui.host == "127.0.0.1"
     app = build_app(eng, s)
     assert app.analytics_enabled is False
     launch(app, s, port=port, block=False)

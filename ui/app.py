@@ -4,7 +4,7 @@ comparison and a paper browser, all driven by the ``rag.Engine`` API.
 This module owns the layout, the per-session state and the event handlers;
 it holds no retrieval or prompting logic. Every string it shows is built by
 ``ui.render`` (escaped), and every download by ``ui.export``. Engine calls
-that involve the LLM run in a worker thread under ``settings.ui_timeout`` so
+that involve the LLM run in a worker thread under ``settings.ui.ui_timeout`` so
 a slow or unreachable model ends in a clear message, never a frozen spinner.
 """
 
@@ -55,7 +55,7 @@ PINNED_EXAMPLES_MANY = ["Summarize these papers.", "How do these papers differ?"
 
 
 class UITimeout(AqaError):
-    """An answer or comparison took longer than ``settings.ui_timeout``."""
+    """An answer or comparison took longer than ``settings.ui.ui_timeout``."""
 
 
 @dataclass
@@ -298,7 +298,7 @@ class AqaUI:
             events = run_with_deadline(
                 lambda: self.engine.ask_stream(
                     question, history=hist, k=int(k) if k else None, filters=filters),
-                self.settings.ui_timeout,
+                self.settings.ui.ui_timeout,
             )
             for ev in events:
                 if ev.kind == "token":
@@ -358,7 +358,7 @@ class AqaUI:
         try:
             (cmp,) = list(run_with_deadline(
                 lambda: [self.engine.compare(ids or None, query=None if ids else query)],
-                self.settings.ui_timeout, what="The comparison"))
+                self.settings.ui.ui_timeout, what="The comparison"))
         except Exception as e:  # noqa: BLE001 - shown in the tab, never a traceback
             return render.error_panel(error_text(e)), off, off
         return self.comparison_outputs(cmp)
@@ -400,7 +400,7 @@ class AqaUI:
         """Explorer: (result cards html, note). Hybrid search with a relevance
         cut-off when there is a query, else the whole (filtered) collection."""
         query = (query or "").strip()
-        cutoff = self.settings.ui_min_score if min_score is None else float(min_score)
+        cutoff = self.settings.ui.ui_min_score if min_score is None else float(min_score)
         filters = make_filters(sources, venues, years, None)
         tmap = self.topic_map()  # also names each card's topic
         labels: dict[str, str] = {}
@@ -415,11 +415,10 @@ class AqaUI:
                 topic_note = f" in topic “{render.md_escape(names.get(int(topic), topic))}”"
         try:
             if query:
-                hits = list(self.engine.search(query, k=self.settings.ui_search_limit,
-                                               filters=filters))
-                kept = [h for h in hits if h.score >= cutoff]
+                kept = self.engine.search(query, k=self.settings.ui.ui_search_limit,
+                                          filters=filters, min_score=cutoff)
                 rows = [(h.paper, h.score, h.snippet) for h in kept]
-                hidden = len(hits) - len(kept)
+                hidden = kept.below_min_score
                 note = (f"{len(kept)} papers match “{render.md_escape(query)}”{topic_note} "
                         f"(score ≥ {cutoff:.2f}"
                         + (f"; {hidden} weaker matches hidden — lower the cut-off to see them"
@@ -601,7 +600,7 @@ def build_app(engine: EngineAPI, settings: Settings | None = None) -> gr.Blocks:
                             f_papers = gr.Dropdown(choices, multiselect=True, value=[],
                                                    filterable=True, elem_id="aqa-only-papers",
                                                    label="Only these papers (none = all)")
-                            f_k = gr.Slider(1, 15, value=s.top_k, step=1,
+                            f_k = gr.Slider(1, 15, value=s.retrieval.top_k, step=1,
                                             label="Papers to retrieve (k)")
                         chatbot = gr.Chatbot(
                             height=520, label="Answers", elem_id="aqa-chatbot",
@@ -675,7 +674,7 @@ def build_app(engine: EngineAPI, settings: Settings | None = None) -> gr.Blocks:
                 with gr.Row():
                     p_sort = gr.Dropdown(SORTS, value=SORTS[0], label="Sort by",
                                          elem_id="aqa-sort", filterable=False)
-                    p_min = gr.Slider(0.0, 1.0, value=s.ui_min_score, step=0.05,
+                    p_min = gr.Slider(0.0, 1.0, value=s.ui.ui_min_score, step=0.05,
                                       label="Relevance cut-off: hide matches scoring below",
                                       elem_id="aqa-min-score")
                 with gr.Accordion("Filters: source, venue, year", open=False,
@@ -772,19 +771,19 @@ def launch(app: gr.Blocks, settings: Settings, *, port: int | None = None,
 
     Queue: answers and comparisons run ``settings.llm_concurrency`` at a time
     (their own limits, set on those events); every other event (search,
-    browsing, exports) runs up to ``settings.ui_workers`` at once, in its own
+    browsing, exports) runs up to ``settings.ui.ui_workers`` at once, in its own
     group, so none of them waits behind LLM generation.
     """
     auth = None
-    if settings.auth_user and settings.auth_password:
-        auth = (settings.auth_user, settings.auth_password)
-    port = port if port is not None else settings.port
-    check_port(settings.host, port)
-    app.queue(default_concurrency_limit=max(1, settings.ui_workers),
-              max_size=settings.ui_queue_size)
+    if settings.ui.auth_user and settings.ui.auth_password:
+        auth = (settings.ui.auth_user, settings.ui.auth_password)
+    port = port if port is not None else settings.ui.port
+    check_port(settings.ui.host, port)
+    app.queue(default_concurrency_limit=max(1, settings.ui.ui_workers),
+              max_size=settings.ui.ui_queue_size)
     try:
         app.launch(
-            server_name=settings.host,
+            server_name=settings.ui.host,
             server_port=port,
             auth=auth,
             prevent_thread_lock=not block,
@@ -799,7 +798,7 @@ def launch(app: gr.Blocks, settings: Settings, *, port: int | None = None,
             quiet=not block,
         )
     except OSError as e:  # lost a race for the port, or a bad host
-        raise AqaError(f"Cannot serve on {settings.host}:{port}: {e}. Pick another port with "
+        raise AqaError(f"Cannot serve on {settings.ui.host}:{port}: {e}. Pick another port with "
                        "`aqa serve --port N` (or AQA_PORT) or another AQA_HOST.") from None
 
 
@@ -866,7 +865,7 @@ def serve(settings: Settings | None = None, engine: EngineAPI | None = None) -> 
             signal.signal(sig, on_signal)
     try:
         launch(app, settings, block=False)  # a port in use ends here, in one line
-        print(f"abstracts-qa is running on http://{settings.host}:{app.server_port} "
+        print(f"abstracts-qa is running on http://{settings.ui.host}:{app.server_port} "
               "(Ctrl-C to stop)", flush=True)
         while not stop.wait(0.2):
             pass
