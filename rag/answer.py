@@ -83,7 +83,7 @@ class Answerer:
 
     def _named(self, q: str, hits: list[SearchHit]) -> dict[str, list[int]]:
         """The papers the question names (``rules.named_papers`` over this corpus)."""
-        return R.named_papers(q, hits, self._corpus_texts(), self.settings.generic_name_papers)
+        return R.named_papers(q, hits, self._corpus_texts(), self.settings.evidence.generic_name_papers)
 
     def _generic(self, name: str) -> bool:
         """Whether a name is a field's common term in this corpus (cached per snapshot)."""
@@ -91,7 +91,7 @@ class Answerer:
         cache = self.__dict__.setdefault("_generic_cache", {})
         key = (id(texts), name)
         if key not in cache:
-            cache[key] = R.is_generic(name, texts, self.settings.generic_name_papers)
+            cache[key] = R.is_generic(name, texts, self.settings.evidence.generic_name_papers)
         return cache[key]
 
     # ------------------------------------------------------------ retrieval
@@ -129,7 +129,7 @@ class Answerer:
         pinned = pinned or (res.pinned if res else [])
         yield StreamEvent("status", "Searching the abstracts…")
         hits = self._hits(interpreted, pinned=pinned, include=res.include if res else [],
-                          k=k or s.top_k, filters=None if pinned else filters)
+                          k=k or s.retrieval.top_k, filters=None if pinned else filters)
         timings = Timings(retrieval_ms=round((time.perf_counter() - t0) * 1000, 1))
         answer = Answer(question=question, standalone_question=interpreted, text="",
                         sentences=[], citations=[], retrieved=hits, declined=False,
@@ -163,9 +163,9 @@ class Answerer:
         if not hits:
             trace.append(RuleFiring("off_topic", True, "no paper retrieved"))
             raise _Declined("absent")
-        boost = s.evidence_value_boost if R.asks_value(q) else 0.0
+        boost = s.evidence.evidence_value_boost if R.asks_value(q) else 0.0
         if not pinned:
-            if s.retriever != "bm25":
+            if s.retrieval.retriever != "bm25":
                 top = max((h.dense_score or 0.0) for h in hits)
                 trace.append(R.off_topic(top, s))
                 if trace[-1].fired:
@@ -179,9 +179,9 @@ class Answerer:
             if len(named) < 2 and R.is_comparative(q):
                 named = []
             if not named:
-                return candidates(q, hits[: s.evidence_papers], self.embedder,
-                                  total=s.evidence_sentences, per_paper=s.evidence_per_paper,
-                                  first_paper=s.evidence_top_paper, value_boost=boost), hits
+                return candidates(q, hits[: s.evidence.evidence_papers], self.embedder,
+                                  total=s.evidence.evidence_sentences, per_paper=s.evidence.evidence_per_paper,
+                                  first_paper=s.evidence.evidence_top_paper, value_boost=boost), hits
             # A question that names its papers is answered from those papers.
             trace.append(RuleFiring("named_papers_only", True,
                                     ", ".join(name_of(hits[i].paper) for i in named)))
@@ -189,7 +189,7 @@ class Answerer:
             focus = len(named)
         else:
             focus = len(hits)
-        per = max(2, s.pinned_sentences // focus)
+        per = max(2, s.evidence.pinned_sentences // focus)
         return candidates(q, hits[:focus], self.embedder, total=per * focus, per_paper=per,
                           value_boost=boost), hits
 
@@ -208,7 +208,7 @@ class Answerer:
                                                question=q)},
         ]
         raw = "".join(llm.stream_chat(messages, max_tokens=CHOICE_TOKENS, temperature=0.0,
-                                      json_schema=choice_schema(len(cands), s.evidence_max_chosen)))
+                                      json_schema=choice_schema(len(cands), s.evidence.evidence_max_chosen)))
         ids = parse_choice(raw, len(cands))
         if ids is None:
             # A server that ignored the schema: fall back to the closest sentence.
@@ -239,7 +239,21 @@ class Answerer:
         if r.fired:
             # The model found the paper; only the asked value is missing from it.
             raise _Declined("missing_detail", target if target is not None else chosen[0].hit)
+        titles = " ".join(heading(hits[h].paper) for h in {c.hit for c in chosen})
+        chosen, r = R.question_part_uncovered(q, chosen, cands, self._terms, self._distinctive,
+                                              titles, s.evidence.coverage_max_added)
+        trace.append(r)
         return chosen, messages, raw
+
+    def _terms(self, text: str) -> set[str]:
+        """Stemmed content terms, as the BM25 index reads them."""
+        lex = self.retriever.snapshot().lexical
+        return set(lex.terms(text)) if lex else stemmer().terms(text)
+
+    def _distinctive(self, term: str) -> bool:
+        """A term held by few indexed chunks (not "model", "method", "propose")."""
+        lex = self.retriever.snapshot().lexical
+        return lex is None or lex.share(term) <= self.settings.evidence.coverage_common_share
 
     def _kind(self, hits: list[SearchHit], target: int | None) -> DeclineKind:
         """A question about a specific paper lacks a detail; otherwise, when
@@ -248,7 +262,7 @@ class Answerer:
         if target is not None:
             return "missing_detail"
         top = hits[0].dense_score or 0.0
-        return "missing_detail" if top >= self.settings.detail_floor else "absent"
+        return "missing_detail" if top >= self.settings.evidence.detail_floor else "absent"
 
     # ------------------------------------------------------------ citations
     def _cite(self, answer: Answer, chosen: list[Candidate], q: str) -> None:
@@ -279,8 +293,8 @@ class Answerer:
         ]
         yield StreamEvent("status", "Writing the answer…")
         pieces: list[str] = []
-        for piece in self.llm.stream_chat(follow, max_tokens=s.synthesis_max_tokens,
-                                          temperature=s.temperature):
+        for piece in self.llm.stream_chat(follow, max_tokens=s.answer.synthesis_max_tokens,
+                                          temperature=s.llm.temperature):
             if answer.timings.ttft_ms is None:
                 answer.timings.ttft_ms = round((time.perf_counter() - t0) * 1000, 1)
             pieces.append(piece)
@@ -311,7 +325,7 @@ class Answerer:
                 nums = {number[c.text] for c in cited}
                 title = answer.retrieved[best.hit].paper.title
                 support = self._support(body, ev_texts, title)
-                if ((claim.fired or support < s.support_threshold)
+                if ((claim.fired or support < s.answer.support_threshold)
                         and (extra := self._extend(answer, cited, body, q, named))):
                     claim = RuleFiring("claim_not_in_evidence", False, "ok after evidence_extended")
                     ev_texts.append(extra[0])
@@ -319,7 +333,7 @@ class Answerer:
                     support = self._support(body, ev_texts, title)
                 ss = SentenceSupport(
                     text=body, citations=sorted(nums), support=support,
-                    supported=support >= s.support_threshold and not claim.fired,
+                    supported=support >= s.answer.support_threshold and not claim.fired,
                     paper_id=answer.retrieved[best.hit].paper.paper_id, evidence=best.text)
                 if r.fired:
                     ss.withdrawn, ss.withdrawn_reason = True, "the model said the abstracts do not state it"
@@ -363,7 +377,7 @@ class Answerer:
         withdrawn. Returns (sentence, citation number)."""
         hits = answer.retrieved
         papers = list(dict.fromkeys(hits[c.hit].paper.paper_id for c in cited))
-        papers += [h.paper.paper_id for h in hits[: self.settings.evidence_papers]
+        papers += [h.paper.paper_id for h in hits[: self.settings.evidence.evidence_papers]
                    if h.paper.paper_id not in papers and _names_in(h.paper, body)]
         by_id = {h.paper.paper_id: h.paper for h in hits}
         for pid in papers:
@@ -381,7 +395,7 @@ class Answerer:
                 if R.claim_not_in_evidence(body, known, q, self._generic).fired:
                     continue
                 if self._support(body, [x.text for x in cited] + [sent],
-                                 paper.title) < self.settings.support_threshold:
+                                 paper.title) < self.settings.answer.support_threshold:
                     continue
                 n = next((e.number for e in answer.evidence if e.paper_id == pid), None)
                 rel = round(float(np.asarray(self.embedder.embed_texts([sent]))[0]

@@ -262,28 +262,6 @@ class Settings(BaseSettings):
         return {name: getattr(getattr(self, section), name)
                 for name, section in SECTION_OF.items()}
 
-    # transitional: rag/answer.py, rules.py, evidence.py, conversation.py still read flat names
-    def __getattr__(self, name: str) -> Any:
-        section = SECTION_OF.get(name)
-        if section is not None:
-            return getattr(getattr(self, section), name)
-        return super().__getattr__(name)  # type: ignore[misc]
-
-
-class _FlatFieldFallback(dict):
-    # transitional: rag/answer.py, rules.py, evidence.py, conversation.py still read flat names
-    # (rules.py reads Settings.model_fields["generic_name_papers"].default): a flat
-    # name looked up by [] finds its section's field; iteration, `in` and .get()
-    # see only the real fields.
-    def __missing__(self, name: str) -> Any:
-        section = SECTION_OF.get(name)
-        if section is None:
-            raise KeyError(name)
-        return SECTIONS[section].model_fields[name]
-
-
-Settings.__pydantic_fields__ = _FlatFieldFallback(Settings.__pydantic_fields__)
-
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:

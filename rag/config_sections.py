@@ -92,6 +92,8 @@ class EvidenceSettings(Section):
     evidence_spread: float = 0.25
     detail_floor: float = 0.5
     generic_name_papers: int = 3
+    coverage_max_added: int = 2  # sentences question_part_uncovered may add to the evidence
+    coverage_common_share: float = 0.1  # a term in more of the indexed chunks is too common to count
 
 
 class LLMSettings(Section):

@@ -130,6 +130,14 @@ class Lexical:
         total = float(self.idf[ids].sum()) or 1.0
         return idx, (scores[idx] / total).astype(np.float32)
 
+    def share(self, term: str) -> float:
+        """The share of indexed chunks holding a stemmed term (0 if unknown)."""
+        i = self.bm25.vocab_dict.get(term)
+        if i is None:
+            return 0.0
+        indptr = self.bm25.scores["indptr"]
+        return float(indptr[i + 1] - indptr[i]) / max(1, int(self.bm25.scores["num_docs"]))
+
     def _scores(self, token_ids: list[int]) -> np.ndarray:
         """Sum of the CSC columns of the query's terms: BM25 of every chunk."""
         s = self.bm25.scores

@@ -8,7 +8,8 @@ it was not written from (see README, "Decision rules").
 
 Gates before the model:  off_topic, unknown_name.
 Evidence decisions:      no_evidence, off_question_evidence, value_not_stated,
-                         named_paper_missing, one_sided_comparison.
+                         named_paper_missing, one_sided_comparison,
+                         question_part_uncovered.
 After the synthesis:     claim_not_in_evidence, evidence_extended, says_not_stated,
                          all_claims_withdrawn.
 """
@@ -19,6 +20,7 @@ import re
 from collections.abc import Sequence
 
 from rag.config import Settings
+from rag.config_sections import EvidenceSettings
 from rag.evidence import Candidate
 from rag.labels import paper_name, system_name
 from rag.text import (
@@ -49,7 +51,7 @@ _VALUE_Q = re.compile(
 
 # A name used by more papers than this is a field's term (LLM), not a paper's name
 # (setting AQA_GENERIC_NAME_PAPERS; this is its default, for callers without settings).
-GENERIC_NAME_PAPERS: int = Settings.model_fields["generic_name_papers"].default
+GENERIC_NAME_PAPERS: int = EvidenceSettings.model_fields["generic_name_papers"].default
 
 
 def is_generic(name: str, corpus: Sequence[str], limit: int = GENERIC_NAME_PAPERS) -> bool:
@@ -66,8 +68,8 @@ def is_generic(name: str, corpus: Sequence[str], limit: int = GENERIC_NAME_PAPER
 
 def off_topic(top_dense: float, s: Settings) -> RuleFiring:
     """No retrieved passage is semantically close to the question."""
-    fired = top_dense < s.relevance_floor
-    return RuleFiring("off_topic", fired, f"best passage cosine {top_dense:.2f} vs floor {s.relevance_floor}")
+    fired = top_dense < s.retrieval.relevance_floor
+    return RuleFiring("off_topic", fired, f"best passage cosine {top_dense:.2f} vs floor {s.retrieval.relevance_floor}")
 
 
 def unknown_name(names: Sequence[str]) -> RuleFiring:
@@ -86,10 +88,10 @@ def off_question_evidence(chosen: list[Candidate], s: Settings) -> tuple[list[Ca
     if not chosen:
         return chosen, RuleFiring("off_question_evidence", False, "nothing chosen")
     best = max(c.relevance for c in chosen)
-    if best < s.evidence_floor:
+    if best < s.evidence.evidence_floor:
         return [], RuleFiring("off_question_evidence", True,
-                              f"best chosen sentence cosine {best:.2f} < {s.evidence_floor}")
-    keep = [c for c in chosen if c.relevance >= best - s.evidence_spread]
+                              f"best chosen sentence cosine {best:.2f} < {s.evidence.evidence_floor}")
+    keep = [c for c in chosen if c.relevance >= best - s.evidence.evidence_spread]
     dropped = len(chosen) - len(keep)
     return keep, RuleFiring("off_question_evidence", False,
                             f"best {best:.2f}; dropped {dropped} far below it")
@@ -106,8 +108,15 @@ def asked_measure(question: str) -> set[str]:
     return stemmer().terms(" ".join(w for w in m.groups() if w).replace("/", " "))
 
 
+# "What FID does X achieve", "what VQAScore did they reach": a measure reached
+# is a value, whatever the measure is called.
+_VALUE_REACHED = re.compile(
+    r"\bwhat\s+(?:[\w@.-]+\s+){1,4}?(?:does|do|did|can)\s+(?:[\w@.,-]+\s+){1,8}?"
+    r"(?:achieve|reach|attain|obtain)\b", re.IGNORECASE)
+
+
 def asks_value(question: str) -> bool:
-    return bool(_VALUE_Q.search(question))
+    return bool(_VALUE_Q.search(question) or _VALUE_REACHED.search(question))
 
 
 def value_not_stated(question: str, chosen: list[Candidate],
@@ -176,7 +185,7 @@ def named_paper_missing(named: dict[str, list[int]], chosen: list[Candidate],
             continue
         own = [c for c in cands if c.hit in idx]
         best = max(own, key=lambda c: c.relevance, default=None)
-        if best is not None and best.relevance >= s.evidence_floor:
+        if best is not None and best.relevance >= s.evidence.evidence_floor:
             added.append(best)
             used.add(best.hit)
         else:
@@ -185,6 +194,38 @@ def named_paper_missing(named: dict[str, list[int]], chosen: list[Candidate],
     detail = (f"no evidence from {', '.join(missing)}" if missing else
               f"added [{', '.join(str(c.id) for c in added)}]" if added else "named papers covered")
     return chosen, RuleFiring("named_paper_missing", bool(missing), detail)
+
+
+def question_part_uncovered(question: str, chosen: list[Candidate], cands: Sequence[Candidate],
+                            terms, distinctive, covered_by: str = "",
+                            max_added: int = 2) -> tuple[list[Candidate], RuleFiring]:
+    """Evidence that leaves part of the question unanswered (a distinctive
+    question term that no chosen sentence holds) gains the candidate sentence
+    of a chosen paper holding the most such terms, up to ``max_added``.
+    ``terms``: text -> stemmed terms; ``distinctive``: term -> bool (rare in the
+    index); ``covered_by``: text whose terms count as covered (the papers' titles)."""
+    if not chosen:
+        return chosen, RuleFiring("question_part_uncovered", False, "nothing chosen")
+    have = set().union(*(terms(c.text) for c in chosen)) | terms(covered_by)
+    missing = {t for t in terms(question) if t not in have and distinctive(t)}
+    papers = {c.hit for c in chosen}
+    pool = [c for c in cands if c.hit in papers and c not in chosen]
+    added: list[Candidate] = []
+    while missing and pool and len(added) < max_added:
+        best = max(pool, key=lambda c: (len(missing & terms(c.text)), c.relevance))
+        gain = missing & terms(best.text)
+        if not gain:
+            break
+        added.append(best)
+        pool.remove(best)
+        missing -= gain
+    if not added:
+        return chosen, RuleFiring("question_part_uncovered", False,
+                                  f"uncovered: {', '.join(sorted(missing))}" if missing else "covered")
+    chosen = sorted(chosen + added, key=lambda c: c.id)
+    return chosen, RuleFiring("question_part_uncovered", True,
+                              f"added [{', '.join(str(c.id) for c in added)}]"
+                              + (f"; still uncovered: {', '.join(sorted(missing))}" if missing else ""))
 
 
 _COMPARATIVE = re.compile(
@@ -203,7 +244,7 @@ def one_sided_comparison(question: str, chosen: list[Candidate], cands: list[Can
     if not is_comparative(question) or len({c.hit for c in chosen}) != 1:
         return chosen, RuleFiring("one_sided_comparison", False, "not a one-sided comparison")
     have = chosen[0].hit
-    others = [c for c in cands if c.hit != have and c.relevance >= s.evidence_floor]
+    others = [c for c in cands if c.hit != have and c.relevance >= s.evidence.evidence_floor]
     if not others:
         return chosen, RuleFiring("one_sided_comparison", False, "no second paper close enough")
     nxt = min(c.hit for c in others)

@@ -339,3 +339,34 @@ def test_evidence_extended_takes_a_verbatim_sentence_the_model_quoted(fake_engin
     assert not a.declined and not a.sentences[0].withdrawn
     assert "evidence_extended" in rules_fired(a)
     assert any("verifiable rules" in q for q in a.citations[0].quotes)
+
+
+def test_rule_question_part_uncovered_adds_the_sentence_holding_the_missing_part():
+    from rag.evidence import Candidate
+    from rag.rules import question_part_uncovered
+    from rag.text import stemmer
+
+    terms = stemmer().terms
+    common = {"model", "propos", "method"}
+    c = [Candidate(1, 0, "We evaluate 24 models as embodied agents in four environments.", 0.6, 0),
+         Candidate(2, 0, "The best model, GPT-4o, scores 28.9% on average.", 0.4, 1),
+         Candidate(3, 0, "We propose a new method for embodied agents.", 0.5, 2),
+         Candidate(4, 1, "Another paper reports an average score of 90%.", 0.5, 0)]
+    q = "Which model did best among the embodied agents, and what was its average score?"
+    chosen, r = question_part_uncovered(q, c[:1], c, terms, lambda t: t not in common)
+    # The chosen paper's sentence with "average score" joins; the other paper's never does.
+    assert r.fired and [x.id for x in chosen] == [1, 2]
+    chosen, r = question_part_uncovered("Which model was evaluated as embodied agents?", c[:1], c,
+                                        terms, lambda t: t not in common)
+    assert not r.fired and chosen == c[:1]
+    # A common term ("method") left uncovered adds nothing.
+    chosen, r = question_part_uncovered("Which method evaluates embodied agents?", c[:1], c,
+                                        terms, lambda t: t not in common)
+    assert not r.fired and chosen == c[:1]
+
+
+def test_a_measure_reached_asks_for_a_value():
+    assert asks_value("What FID does Angle Domain Guidance achieve on MS-COCO?")
+    assert asks_value("What absolute VQAScore did the agents reach on COCO?")
+    assert not asks_value("What does Angle Domain Guidance achieve on MS-COCO?")
+    assert not asks_value("Which dataset does the method use to reach its goal?")

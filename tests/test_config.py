@@ -113,15 +113,13 @@ def test_updated(tmp_path):
         s.updated(topk=3)
 
 
-def test_transitional_flat_reads():
-    # transitional: rag/answer.py, rules.py, evidence.py, conversation.py still read
-    # flat names; remove this test with Settings.__getattr__ and _FlatFieldFallback.
+def test_flat_attribute_reads_are_gone():
+    """Code reads settings by section (``s.retrieval.top_k``); a flat read is an error."""
     s = Settings(_env_file=None, top_k=4)
-    assert s.top_k == 4 and s.support_threshold == s.answer.support_threshold
-    assert Settings.model_fields["generic_name_papers"].default == 3
-    assert "top_k" not in Settings.model_fields
+    assert s.retrieval.top_k == 4
     with pytest.raises(AttributeError):
-        _ = s.not_a_setting
+        _ = s.top_k
+    assert "top_k" not in Settings.model_fields
 
 
 def test_env_example_documents_every_setting_in_its_section():
