@@ -27,6 +27,7 @@ from rag import rules as R
 from rag.config import Settings
 from rag.conversation import resolve
 from rag.evidence import (
+    CHECK_SCHEMA,
     Candidate,
     candidates,
     choice_schema,
@@ -34,11 +35,13 @@ from rag.evidence import (
     heading,
     name_of,
     parse_choice,
+    parse_verdict,
+    quoted,
 )
 from rag.llm import LLM
 from rag.prompts import render
 from rag.retrieve import HybridRetriever
-from rag.text import WORD, split_sentences, stemmer, strip_markers
+from rag.text import STOP, WORD, split_sentences, stemmer, strip_markers
 from rag.types import (
     Answer,
     Citation,
@@ -54,6 +57,7 @@ from rag.types import (
 
 History = Sequence[dict]
 CHOICE_TOKENS = 48  # a JSON list of at most a few ids
+VERDICT_TOKENS = 12  # {"answer": "yes"}
 
 
 class _Declined(Exception):
@@ -144,6 +148,12 @@ class Answerer:
             cands, hits = self._gate_and_candidates(interpreted, hits, pinned, trace)
             answer.retrieved = hits
             chosen, messages, raw = self._choose(interpreted, hits, cands, pinned, trace, answer)
+        except _Declined as d:
+            self._decline(answer, d, interpreted)
+            yield done()
+            return
+        try:
+            messages, raw = self._verdict(interpreted, hits, chosen, pinned, trace, messages, raw)
         except _Declined as d:
             self._decline(answer, d, interpreted)
             yield done()
@@ -245,15 +255,41 @@ class Answerer:
         trace.append(r)
         return chosen, messages, raw
 
+    def _verdict(self, q: str, hits: list[SearchHit], chosen: list[Candidate], pinned: list[str],
+                 trace: list[RuleFiring], messages: list[dict], raw: str) -> tuple[list[dict], str]:
+        """Rule evidence_not_answering: a fresh, short prompt with only the
+        chosen sentences and the question. The synthesis then continues this
+        short conversation (the model reads the chosen sentences, not all the
+        candidates, and llama.cpp reuses its prefix). Pinned papers skip it:
+        they are answered from their abstracts whatever the question."""
+        if pinned or not self.settings.evidence.evidence_check:
+            return messages, raw
+        check = [{"role": "system", "content": render("check_system")},
+                 {"role": "user", "content": render("check_user", quotes=quoted(chosen, hits),
+                                                    question=q)}]
+        reply = "".join(self.llm.stream_chat(check, max_tokens=VERDICT_TOKENS, temperature=0.0,
+                                             json_schema=CHECK_SCHEMA))
+        trace.append(R.evidence_not_answering(parse_verdict(reply)))
+        if trace[-1].fired:
+            named = self._named(q, hits)
+            target = next(iter(sorted(i for v in named.values() for i in v)), None)
+            raise _Declined(self._kind(hits, target), chosen[0].hit if target is None else target)
+        return check, reply
+
     def _terms(self, text: str) -> set[str]:
         """Stemmed content terms, as the BM25 index reads them."""
         lex = self.retriever.snapshot().lexical
         return set(lex.terms(text)) if lex else stemmer().terms(text)
 
     def _distinctive(self, term: str) -> bool:
-        """A term held by few indexed chunks (not "model", "method", "propose")."""
+        """A term held by few indexed chunks (not "model", "method", "propose"),
+        and no question word ("what", "does")."""
         lex = self.retriever.snapshot().lexical
-        return lex is None or lex.share(term) <= self.settings.evidence.coverage_common_share
+        if lex is None:
+            return term not in STOP
+        if getattr(self, "_stops_for", None) is not lex:
+            self._stops, self._stops_for = set(lex.terms(" ".join(STOP))), lex
+        return term not in self._stops and lex.share(term) <= self.settings.evidence.coverage_common_share
 
     def _kind(self, hits: list[SearchHit], target: int | None) -> DeclineKind:
         """A question about a specific paper lacks a detail; otherwise, when
@@ -288,8 +324,9 @@ class Answerer:
         ids = ", ".join(f"[{c.id}]" for c in chosen)
         follow = messages + [
             {"role": "assistant", "content": raw_choice},
-            {"role": "user", "content": render("synthesis_user", chosen=ids,
-                                               example=chosen[0].id, question=q)},
+            {"role": "user", "content": render(
+                "synthesis_quoted" if messages[0]["content"] == render("check_system")
+                else "synthesis_user", chosen=ids, example=chosen[0].id, question=q)},
         ]
         yield StreamEvent("status", "Writing the answer…")
         pieces: list[str] = []

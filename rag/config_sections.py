@@ -94,6 +94,7 @@ class EvidenceSettings(Section):
     generic_name_papers: int = 3
     coverage_max_added: int = 2  # sentences question_part_uncovered may add to the evidence
     coverage_common_share: float = 0.1  # a term in more of the indexed chunks is too common to count
+    evidence_check: bool = True  # rule evidence_not_answering: ask the model afresh whether its evidence answers
 
 
 class LLMSettings(Section):

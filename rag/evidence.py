@@ -96,6 +96,30 @@ def excerpts(cands: list[Candidate], hits: list[SearchHit]) -> str:
     return "\n".join(lines)
 
 
+def quoted(chosen: list[Candidate], hits: list[SearchHit]) -> str:
+    """The chosen sentences, numbered and quoted, one line per paper."""
+    by: dict[int, list[Candidate]] = {}
+    for c in chosen:
+        by.setdefault(c.hit, []).append(c)
+    return "\n".join(f"From the abstract of {name_of(hits[h].paper)}: "
+                     + " ".join(f'[{c.id}] "{c.text}"' for c in cs) for h, cs in by.items())
+
+
+# The model's verdict on its own evidence (rule evidence_not_answering).
+CHECK_SCHEMA = {"type": "object", "properties": {"answer": {"enum": ["yes", "no"]}},
+                "required": ["answer"]}
+
+
+def parse_verdict(raw: str) -> bool | None:
+    """True for "yes", False for "no", None for a reply that is neither."""
+    try:
+        v = json.loads(raw).get("answer")
+    except (ValueError, AttributeError):
+        m = re.search(r"\b(yes|no)\b", raw, re.IGNORECASE)
+        v = m.group(1).lower() if m else None
+    return {"yes": True, "no": False}.get(v) if isinstance(v, str) else None
+
+
 def choice_schema(n: int, most: int) -> dict:
     """JSON schema of the model's choice: up to ``most`` ids among 1..n."""
     return {

@@ -9,7 +9,7 @@ it was not written from (see README, "Decision rules").
 Gates before the model:  off_topic, unknown_name.
 Evidence decisions:      no_evidence, off_question_evidence, value_not_stated,
                          named_paper_missing, one_sided_comparison,
-                         question_part_uncovered.
+                         question_part_uncovered, evidence_not_answering.
 After the synthesis:     claim_not_in_evidence, evidence_extended, says_not_stated,
                          all_claims_withdrawn.
 """
@@ -80,6 +80,14 @@ def unknown_name(names: Sequence[str]) -> RuleFiring:
 def no_evidence(chosen: Sequence[int]) -> RuleFiring:
     """The model chose no sentence as answering the question."""
     return RuleFiring("no_evidence", not chosen, f"model chose {list(chosen)}")
+
+
+def evidence_not_answering(verdict: bool | None) -> RuleFiring:
+    """Asked afresh, with only the chosen sentences and the question in view,
+    the model says they do not answer it (a reply that is neither yes nor no fires nothing)."""
+    return RuleFiring("evidence_not_answering", verdict is False,
+                      {True: "the model says they answer it", False: "the model says they do not",
+                       None: "no verdict"}[verdict])
 
 
 def off_question_evidence(chosen: list[Candidate], s: Settings) -> tuple[list[Candidate], RuleFiring]:

@@ -13,21 +13,27 @@ from rag.text import name_markers, short_title, split_sentences, strip_markers
 
 
 class ScriptedLLM:
-    """Chooses evidence with ``choose(sentences) -> ids`` (sentences: {id: text})
-    and writes ``synthesis`` (a str, or a function of those sentences)."""
+    """Chooses evidence with ``choose(sentences) -> ids`` (sentences: {id: text}),
+    answers the evidence check with ``verdict`` ("yes"/"no") and writes
+    ``synthesis`` (a str, or a function of those sentences)."""
 
     name = "scripted"
 
-    def __init__(self, choose, synthesis="") -> None:
-        self.choose, self.synthesis = choose, synthesis
+    def __init__(self, choose, synthesis="", verdict="yes") -> None:
+        self.choose, self.synthesis, self.verdict = choose, synthesis, verdict
         self.calls: list[dict] = []
+        self.sents: dict[int, str] = {}
 
     def stream_chat(self, messages, *, max_tokens, temperature, json_schema=None):
         self.calls.append({"messages": messages, "json_schema": json_schema})
-        sents = {int(m.group(1)): m.group(2)
-                 for m in re.finditer(r"^\[(\d+)\] (.*)$", messages[1]["content"], re.M)}
-        if json_schema is not None:
+        if messages[1]["content"].startswith("Sentences:"):  # the evidence prompt
+            self.sents = {int(m.group(1)): m.group(2) for m in
+                          re.finditer(r"^\[(\d+)\] (.*)$", messages[1]["content"], re.M)}
+        sents = self.sents
+        if json_schema is not None and "ids" in json_schema["properties"]:
             text = json.dumps({"ids": self.choose(sents)})
+        elif json_schema is not None:
+            text = json.dumps({"answer": self.verdict})
         else:
             text = self.synthesis(sents) if callable(self.synthesis) else self.synthesis
         for i in range(0, len(text), 7):
@@ -73,9 +79,33 @@ def test_supported_answer_is_quote_first(fake_engine):
     assert "11.3%" in quote and quote in a.citations[0].paper.abstract
     assert f"“{quote}”" in a.text  # the verbatim evidence is part of the answer
     assert a.sentences[0].citations == [1] and not a.sentences[0].withdrawn
-    # Evidence choice and synthesis share the prompt prefix (one read of the excerpts).
-    first, second = llm.calls
-    assert first["json_schema"] and second["messages"][:2] == first["messages"]
+    # The evidence check reads only the chosen sentences, and the synthesis continues
+    # that short conversation (llama.cpp reuses its prefix).
+    choice, check, synthesis = llm.calls
+    assert "ids" in choice["json_schema"]["properties"]
+    assert "answer" in check["json_schema"]["properties"] and "11.3%" in check["messages"][1]["content"]
+    assert len(check["messages"][1]["content"]) < len(choice["messages"][1]["content"]) / 2
+    assert synthesis["messages"][:2] == check["messages"]
+    assert "evidence_not_answering" not in rules_fired(a)
+
+
+def test_rule_evidence_not_answering_declines(fake_engine):
+    """The model, asked afresh, says its chosen sentences do not answer: a decline,
+    of the second kind when the question names its paper."""
+    eng = fake_engine(llm=ScriptedLLM(pick("11.3%"), "never written", verdict="no"))
+    a = eng.ask(SHIELD_Q)
+    assert a.declined and "evidence_not_answering" in rules_fired(a)
+    assert a.decline_kind == "missing_detail" and "does not state" in a.text
+    assert "never written" not in a.text
+
+
+def test_evidence_check_can_be_turned_off(fake_engine):
+    llm = ScriptedLLM(pick("11.3%"), "ShieldAgent outperforms prior methods.", verdict="no")
+    eng = fake_engine(llm=llm)
+    eng.answerer.settings = eng.settings.updated(evidence_check=False)
+    a = eng.ask(SHIELD_Q)
+    assert not a.declined and len(llm.calls) == 2
+    assert llm.calls[1]["messages"][:2] == llm.calls[0]["messages"]  # the long prefix reused
 
 
 def test_evidence_event_comes_before_any_token(fake_engine):
