@@ -1,0 +1,162 @@
+"""Checking the synthesis against its evidence, sentence by sentence.
+
+Each synthesis sentence is attached to the evidence it cites and scored
+(``support``: the share of its content words found there, and its best
+cosine to an evidence sentence). A sentence asserting a number or name its
+evidence lacks, or one the evidence does not back, first gets a chance to
+find its backing in another sentence of a cited abstract (rule
+evidence_extended, verbatim); failing that it stays visible, marked
+withdrawn. Used by ``rag.answer.Answerer``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from rag import rules as R
+from rag.config import Settings
+from rag.evidence import Candidate, heading, name_of
+from rag.text import WORD, split_sentences, stemmer, strip_markers
+from rag.types import Answer, Citation, Evidence, RuleFiring, SentenceSupport
+
+
+class SynthesisChecker:
+    def __init__(self, settings: Settings, embedder, generic: Callable[[str], bool]) -> None:
+        self.settings = settings
+        self.embedder = embedder
+        self.generic = generic  # a field's common term (LLM, GPU) is no claim
+
+    def check(self, answer: Answer, chosen: list[Candidate], text: str, q: str) -> bool:
+        """Attach each synthesis sentence to its evidence and withdraw those
+        that assert what the evidence does not. True when the answer must be
+        declined after all (rules says_not_stated, all_claims_withdrawn)."""
+        s = self.settings
+        by_id = {c.id: c for c in chosen}
+        number = {e.text: e.number for e in answer.evidence}
+        sents = [t for t in split_sentences(text) if WORD.search(strip_markers(t)[0])]
+        r = R.says_not_stated(sents)
+        answer.rules.append(r)
+        out: list[SentenceSupport] = []
+        if sents:
+            clean = [strip_markers(t) for t in sents]
+            vecs = np.asarray(self.embedder.embed_texts([c[0] for c in clean] + [c.text for c in chosen]))
+            sims = vecs[: len(clean)] @ vecs[len(clean):].T
+            for i, (body, marks) in enumerate(clean):
+                cited = [by_id[m] for m in marks if m in by_id] or [chosen[int(np.argmax(sims[i]))]]
+                best = max(cited, key=lambda c: sims[i, chosen.index(c)])
+                # A paper's own title and name are not claims that need evidence.
+                named = [heading(answer.retrieved[c.hit].paper) for c in cited]
+                ev_texts = [c.text for c in cited]
+                claim = R.claim_not_in_evidence(body, ev_texts + named, q, self.generic)
+                nums = {number[c.text] for c in cited}
+                title = answer.retrieved[best.hit].paper.title
+                support = self._support(body, ev_texts, title)
+                if ((claim.fired or support < s.answer.support_threshold)
+                        and (extra := self._extend(answer, cited, body, q, named))):
+                    claim = RuleFiring("claim_not_in_evidence", False, "ok after evidence_extended")
+                    ev_texts.append(extra[0])
+                    nums.add(extra[1])
+                    support = self._support(body, ev_texts, title)
+                ss = SentenceSupport(
+                    text=body, citations=sorted(nums), support=support,
+                    supported=support >= s.answer.support_threshold and not claim.fired,
+                    paper_id=answer.retrieved[best.hit].paper.paper_id, evidence=best.text)
+                if r.fired:
+                    ss.withdrawn, ss.withdrawn_reason = True, "the model said the abstracts do not state it"
+                elif claim.fired:
+                    ss.withdrawn, ss.withdrawn_reason = True, claim.detail
+                    answer.rules.append(claim)
+                elif not ss.supported:
+                    ss.withdrawn = True
+                    ss.withdrawn_reason = "not supported by the sentences it cites"
+                out.append(ss)
+        answer.sentences = out
+        for c in answer.citations:
+            c.score = max((x.support for x in out if c.number in x.citations and not x.withdrawn),
+                          default=0.0)
+        gone = R.all_claims_withdrawn(out)
+        answer.rules.append(gone)
+        if r.fired or gone.fired:
+            answer.rules.append(RuleFiring("declined_after_synthesis", True,
+                                           "says_not_stated" if r.fired else "all_claims_withdrawn"))
+            return True
+        answer.text = answer_text(answer)
+        return False
+
+    def _support(self, body: str, evidence: list[str], title: str) -> float:
+        """How well evidence backs a claim: half the share of the claim's
+        content words (its paper's title words aside) found in the evidence,
+        half the best cosine of the claim and an evidence sentence."""
+        stem = stemmer()
+        terms = stem.terms(body) - stem.terms(title)
+        lex = len(terms & stem.terms(" ".join(evidence))) / len(terms) if terms else 1.0
+        v = np.asarray(self.embedder.embed_texts([body] + list(evidence)))
+        cos = float((v[1:] @ v[0]).max()) if len(evidence) else 0.0
+        return round(0.5 * lex + 0.5 * max(cos, 0.0), 3)
+
+    def _extend(self, answer: Answer, cited: list[Candidate], body: str, q: str,
+                named: list[str]) -> tuple[str, int] | None:
+        """Rule evidence_extended: a synthesis claim that its cited sentences do
+        not back (a number or name they lack, or low support), but another
+        sentence of a cited abstract, or of a retrieved paper the claim names,
+        does, adds that sentence, verbatim, to the evidence instead of being
+        withdrawn. Returns (sentence, citation number)."""
+        hits = answer.retrieved
+        papers = list(dict.fromkeys(hits[c.hit].paper.paper_id for c in cited))
+        papers += [h.paper.paper_id for h in hits[: self.settings.evidence.evidence_papers]
+                   if h.paper.paper_id not in papers and _names_in(h.paper, body)]
+        by_id = {h.paper.paper_id: h.paper for h in hits}
+        for pid in papers:
+            paper = by_id[pid]
+            own = [heading(paper)]
+            sents = [t for t in split_sentences(paper.abstract)
+                     if t not in (x.text for x in answer.evidence)]
+            if not sents:
+                continue
+            vecs = np.asarray(self.embedder.embed_texts([body] + sents))
+            order = np.argsort(-(vecs[1:] @ vecs[0]))
+            for j in order:
+                sent = sents[int(j)]
+                known = [x.text for x in cited] + named + own + [sent]
+                if R.claim_not_in_evidence(body, known, q, self.generic).fired:
+                    continue
+                if self._support(body, [x.text for x in cited] + [sent],
+                                 paper.title) < self.settings.answer.support_threshold:
+                    continue
+                n = next((e.number for e in answer.evidence if e.paper_id == pid), None)
+                rel = round(float(np.asarray(self.embedder.embed_texts([sent]))[0]
+                                  @ np.asarray(self.embedder.embed_query(q))), 4)
+                if n is None:  # a retrieved paper the claim names joins the citations
+                    n = max((c.number for c in answer.citations), default=0) + 1
+                    answer.citations.append(Citation(number=n, paper=paper, snippet="", score=0.0,
+                                                     relevance=rel, quotes=[]))
+                answer.evidence.append(Evidence(n, pid, sent, rel))
+                cit = next(x for x in answer.citations if x.number == n)
+                cit.quotes.append(sent)
+                cit.snippet = " ".join(cit.quotes)
+                cit.relevance = max(cit.relevance, rel)
+                answer.rules.append(RuleFiring(
+                    "evidence_extended", True, f"added “{sent[:60]}…” for: {body[:60]}"))
+                return sent, n
+        return None
+
+
+def _names_in(paper, text: str) -> bool:
+    """Whether a text names a paper (its name or its title's head)."""
+    name = name_of(paper)
+    return len(name) > 2 and name.lower() in text.lower()
+
+
+def answer_text(answer: Answer) -> str:
+    """Synthesis (withdrawn sentences left out) on top, then the quoted evidence."""
+    parts = []
+    for ss in answer.sentences:
+        if not ss.withdrawn:
+            parts.append(ss.text + " " + "".join(f"[{n}]" for n in ss.citations))
+    lines = [" ".join(parts)] if parts else []
+    for c in answer.citations:
+        quotes = " ".join(f"“{t}”" for t in c.quotes)
+        lines.append(f"[{c.number}] {heading(c.paper)}: {quotes}")
+    return "\n\n".join([lines[0], "\n".join(lines[1:])]) if parts else "\n".join(lines)
