@@ -156,6 +156,8 @@ class Answerer:
             self._decline(answer, d, interpreted)
             yield done()
             return
+        if not pinned and s.evidence.evidence_check:
+            yield StreamEvent("status", "Checking the evidence…")
         try:
             messages, raw = self._verdict(interpreted, hits, chosen, pinned, trace, messages, raw)
         except _Declined as d:
