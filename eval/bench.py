@@ -41,7 +41,10 @@ Every run appends its headline figures to ``<data_dir>/bench/history.jsonl``
 and prints the change against the previous run of the same size.
 
 Indexes are cached under ``<data_dir>/bench`` (re-runs cost a re-ingest);
-``--size tiny`` shrinks every level so a smoke run takes seconds.
+``--size tiny`` shrinks every level so a smoke run takes seconds; ``--size mid``
+(~1,000 papers) runs the ingest section in a few minutes; ``--variants``
+picks ingest variants (the raw sentence-transformers encode is measured
+either way: every ingest ratio is divided by it).
 
 Each section is its own module (``eval.bench_ingest``, ``eval.bench_search``,
 ``eval.bench_llm``, ``eval.bench_baseline``) over the shared sizes, helpers and
@@ -130,7 +133,7 @@ def check_targets(res: dict[str, Any], size: str) -> list[dict[str, Any]]:
 
     def add(key: str, measured: Any, met: bool | None, note: str = "") -> None:
         if size != "full" and key in SIZED_TARGETS:
-            note = (note + "; " if note else "") + "tiny size: not the target's corpus size"
+            note = (note + "; " if note else "") + f"{size} size: not the target's corpus size"
             met = None
         rows.append({"target": TARGETS[key], "key": key, "measured": measured, "met": met,
                      "note": note})
@@ -191,6 +194,7 @@ def run_bench(
     set_path: str | Path | None = None,
     run_dir: str | Path | None = None,
     llm: Any = None,
+    variants: list[str] | None = None,
 ) -> dict[str, Any]:
     """Run the chosen sections, print figures and targets, write bench.json."""
     import logging
@@ -200,12 +204,16 @@ def run_bench(
     logging.getLogger("bm25s").setLevel(logging.WARNING)  # per-query index-build chatter
     if size not in SIZES:
         raise ValueError(f"size must be one of {list(SIZES)}")
+    unknown = [v for v in variants or [] if v not in VARIANTS]
+    if unknown:
+        raise ValueError(f"unknown ingest variant(s) {unknown}; choose from {list(VARIANTS)}")
     base_overrides = dict(base_overrides or {})
     root = (Path(data_root) if data_root else Settings().storage.data_dir) / "bench"
     root.mkdir(parents=True, exist_ok=True)
     ctx = BenchContext(size=size, root=root, base_overrides=base_overrides,
                        set_path=Path(set_path) if set_path else None,
-                       run_dir=Path(run_dir) if run_dir else None, llm=llm)
+                       run_dir=Path(run_dir) if run_dir else None, llm=llm,
+                       variants=variants)
     sections = ["ingest", "search", "llm", "baseline"] if what == "all" else [what]
     res: dict[str, Any] = {"size": size, "sections": sections, "argv": sys.argv,
                            "started": time.strftime("%Y-%m-%dT%H:%M:%S")}

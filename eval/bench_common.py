@@ -20,6 +20,10 @@ from eval import metrics as M
 SIZES: dict[str, dict[str, Any]] = {
     "tiny": {"papers": 80, "big_chunks": 2_000, "queries": 12, "reps": 1, "raw_sample": 48,
              "baseline_questions": 10, "llm_questions": 2, "llm_max_tokens": 24},
+    # ~1,000 papers: the ingest section in a few minutes on 2 cores (targets are
+    # about the full size, so they are reported there but not judged).
+    "mid": {"papers": 1_000, "big_chunks": 20_000, "queries": 30, "reps": 2, "raw_sample": 400,
+            "baseline_questions": None, "llm_questions": 20, "llm_max_tokens": None},
     "full": {"papers": 3_300, "big_chunks": 100_000, "queries": 60, "reps": 3, "raw_sample": 1_000,
              "baseline_questions": None, "llm_questions": 20, "llm_max_tokens": None},
 }
@@ -38,7 +42,7 @@ CHUNKS_PER_SYNTH_PAPER = 4
 # Ingest variants: settings over the base; "minilm" (sentence-transformers fp32)
 # is the raw-encoder reference every other speed is divided by.
 VARIANTS: dict[str, dict[str, Any]] = {
-    "minilm": {"embed_provider": "minilm", "embed_backend": "torch"},
+    "minilm": {"embed_provider": "minilm", "embed_backend": "torch", "embed_precision": "fp32"},
     "minilm-onnx": {"embed_provider": "minilm", "embed_backend": "onnx",
                     "embed_precision": "fp32"},
     "minilm-onnx-int8": {"embed_provider": "minilm", "embed_backend": "onnx",
@@ -168,6 +172,7 @@ class BenchContext:
     set_path: Path | None = None
     run_dir: Path | None = None
     llm: Any = None  # tests pass a fake
+    variants: list[str] | None = None  # ingest variants to run (None: all of VARIANTS)
     results: dict[str, Any] = field(default_factory=dict)
     _models: dict[str, Any] = field(default_factory=dict)
 
@@ -229,13 +234,13 @@ class BenchContext:
 
     # --- corpora ---
     def mid_corpus(self) -> tuple[list[Path], int]:
-        """Paths of the ~3,300-paper corpus (tiny: 150) and its nominal size."""
+        """Paths of the ~3,300-paper corpus (mid: 1,000; tiny: 150) and its nominal size."""
         from rag.config import BUNDLED_CORPUS
 
         n = self.cfg["papers"]
         paths = [BUNDLED_CORPUS]
         n_bundled = len(bundled_abstracts())
-        n_distr = distractor_count() if self.size == "full" else 0
+        n_distr = distractor_count() if self.size != "tiny" else 0
         if n_distr:
             paths.append(DISTRACTORS)
         n_synth = max(0, n - n_bundled - n_distr)

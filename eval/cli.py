@@ -8,7 +8,7 @@ handler is stored as ``fn`` and returns an exit code. Also runnable alone: ``pyt
     aqa eval compare RUN_A RUN_B
     aqa eval rescore RUN ...
     aqa eval ablate [--set FILE] [--out DIR] [--config NAME ...] [--llm]
-    aqa bench [ingest|search|llm|baseline|all] [--size tiny|full] [--out DIR]
+    aqa bench [ingest|search|llm|baseline|all] [--size tiny|mid|full] [--variants V,..] [--out DIR]
 """
 
 from __future__ import annotations
@@ -113,8 +113,13 @@ def cmd_eval_run(args: argparse.Namespace) -> int:
     set_path, qs = _questions(args)
     corpus = _corpus(args)
     over = _overrides(args)
-    data_dir = Path(args.data_dir) if args.no_ingest and args.data_dir else \
-        eval_data_dir(_base_data_dir(args), corpus)
+    if args.no_ingest and args.data_dir:
+        data_dir = Path(args.data_dir)
+    else:
+        from rag.config import Settings
+        from rag.embed import embed_model_name
+
+        data_dir = eval_data_dir(_base_data_dir(args), corpus, embed_model_name(Settings(**over)))
     over["data_dir"] = data_dir
     engine = build_engine(over)
     if not args.no_ingest:
@@ -185,6 +190,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         args.what, size=args.size, out=Path(args.out) if args.out else None,
         base_overrides=_overrides(args), data_root=_base_data_dir(args), set_path=args.set,
         run_dir=args.run,
+        variants=[v.strip() for v in args.variants.split(",")] if args.variants else None,
     )
     return 0
 
@@ -240,9 +246,13 @@ def register(subparsers: Any) -> None:
     b = subparsers.add_parser("bench", help="speed benchmarks (prints figures, writes JSON)")
     b.add_argument("what", nargs="?", default="all",
                    choices=["ingest", "search", "llm", "baseline", "all"])
-    b.add_argument("--size", choices=["tiny", "full"], default="full",
+    b.add_argument("--size", choices=["tiny", "mid", "full"], default="full",
                    help="full: 57 / ~3,300 papers / 100k chunks (~30 min on 2 cores the first "
-                   "time, indexes are cached); tiny: a smoke run of seconds")
+                   "time, indexes are cached); mid: ~1,000 papers / 20k chunks (ingest in a "
+                   "few minutes); tiny: a smoke run of seconds")
+    b.add_argument("--variants", help="ingest variants, comma-separated (default: all of "
+                   "minilm, minilm-onnx, minilm-onnx-int8, wordllama); the raw "
+                   "sentence-transformers encode is measured either way")
     b.add_argument("--out", help="folder for bench.json (default: eval/runs/<time>-bench-<size>)")
     b.add_argument("--set", help="question set for search/baseline queries")
     b.add_argument("--run", help="an eval run folder (with LLM) whose citation precision "

@@ -22,6 +22,8 @@ from typing import Any
 from eval import metrics as M
 from eval.dataset import Question, file_sha256
 
+FP32_MINILM = "all-MiniLM-L6-v2"  # rag.embed.embed_model_name of fp32 MiniLM
+
 SEARCH_K = 10  # depth of the search list the retrieval metrics read
 KS: tuple[int, ...] = (1, 3, 5, 10)
 DEFAULT_RUNS_DIR = Path(__file__).resolve().parent / "runs"
@@ -317,18 +319,25 @@ def load_run(run_dir: Path | str) -> tuple[dict[str, Any], list[dict[str, Any]]]
 # --- engine set-up for eval commands -------------------------------------------
 
 
-def eval_data_dir(base: Path, corpus: Sequence[Path | str]) -> Path:
+def eval_data_dir(base: Path, corpus: Sequence[Path | str], embed_name: str = FP32_MINILM) -> Path:
     """Eval indexes live apart from the user's own index (ingest here prunes):
-    ``<data_dir>/eval`` for the bundled corpus, ``eval-<hash>`` otherwise."""
-    from rag.config import BUNDLED_CORPUS
+    ``<data_dir>/eval`` for the bundled corpus, ``eval-<hash>`` otherwise, with
+    a suffix naming any embedding but fp32 MiniLM (``eval-int8``): an index
+    refuses another model's vectors, so fp32 and int8 runs keep one each."""
+    import re
 
+    from rag.config import BUNDLED_CORPUS
+    from rag.embed import INT8_SUFFIX
+
+    suffix = {FP32_MINILM: "", FP32_MINILM + INT8_SUFFIX: "-int8"}.get(
+        embed_name, "-" + re.sub(r"[^a-z0-9]+", "-", embed_name.lower()).strip("-"))
     paths = [str(Path(p).resolve()) for p in corpus]
     if paths == [str(BUNDLED_CORPUS.resolve())]:
-        return Path(base) / "eval"
+        return Path(base) / f"eval{suffix}"
     import hashlib
 
     h = hashlib.sha1("\n".join(sorted(paths)).encode()).hexdigest()[:8]
-    return Path(base) / f"eval-{h}"
+    return Path(base) / f"eval-{h}{suffix}"
 
 
 def build_engine(overrides: dict[str, Any], *, llm: Any = None, embed_model: Any = None) -> Any:

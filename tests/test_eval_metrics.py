@@ -230,3 +230,17 @@ def test_answer_passes_rules():
     assert M.answer_passes(True, False, {"citation_recall": 0.5, "must_include_recall": 1.0})
     assert M.answer_passes(True, False, {"citation_recall": None, "must_include_recall": None})
     assert not M.answer_passes(False, False, {})
+
+
+def test_eval_index_dir_is_per_embedding(tmp_path):
+    """fp32 and int8 eval runs keep an index each (an index refuses the other's
+    vectors); fp32 MiniLM keeps the names eval indexes had before int8."""
+    from eval.runner import eval_data_dir
+    from rag.config import BUNDLED_CORPUS
+
+    assert eval_data_dir(tmp_path, [BUNDLED_CORPUS]) == tmp_path / "eval"
+    assert eval_data_dir(tmp_path, [BUNDLED_CORPUS], "all-MiniLM-L6-v2+onnx-int8") == \
+        tmp_path / "eval-int8"
+    fp32 = eval_data_dir(tmp_path, [BUNDLED_CORPUS, tmp_path], "all-MiniLM-L6-v2")
+    other = eval_data_dir(tmp_path, [BUNDLED_CORPUS, tmp_path], "wordllama-l2-supercat")
+    assert other.name == fp32.name + "-wordllama-l2-supercat"
