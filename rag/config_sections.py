@@ -52,7 +52,9 @@ class EmbeddingSettings(Section):
     embed_model: str = "text-embedding-3-small"  # only for embed_provider=openai
     embed_batch_size: int = 32
     embed_backend: Literal["onnx", "torch"] = "onnx"  # minilm: ONNX Runtime or sentence-transformers
-    embed_precision: Literal["fp32", "int8"] = "fp32"  # onnx only; int8 vectors need a re-ingest
+    # onnx only. int8 (default): about 2x faster ingest than fp32 on 2 cores, held-out hit@5
+    # unchanged; its vectors differ from fp32 ones, so switching needs a re-ingest.
+    embed_precision: Literal["fp32", "int8"] = "int8"
     embed_workers: int = 2  # onnx int8: single-thread sessions side by side while ingesting
 
     @field_validator("embed_provider")

@@ -105,7 +105,9 @@ def _check_backend(settings: Settings) -> None:
     if emb.embed_precision == "int8" and emb.embed_backend != "onnx":
         from rag.errors import AqaError
 
-        raise AqaError("AQA_EMBED_PRECISION=int8 needs AQA_EMBED_BACKEND=onnx.")
+        raise AqaError("AQA_EMBED_PRECISION=int8 needs AQA_EMBED_BACKEND=onnx (int8 is the "
+                       "default): for sentence-transformers set AQA_EMBED_BACKEND=torch and "
+                       "AQA_EMBED_PRECISION=fp32.")
 
 
 def make_embed_model(settings: Settings) -> BaseEmbedding:

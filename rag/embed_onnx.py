@@ -201,7 +201,12 @@ class OnnxMiniLM(BaseEmbedding):
 
     def __init__(self, cache_dir: Path, precision: str = "fp32", threads: int = 2,
                  workers: int = 1, embed_batch_size: int = 32, **kw: Any) -> None:
-        super().__init__(model_name="all-MiniLM-L6-v2", embed_batch_size=embed_batch_size, **kw)
+        from rag.embed import INT8_SUFFIX
+
+        # The name an index records (as rag.embed.embed_model_name): int8 vectors
+        # differ, so an engine given this model never files them under fp32.
+        name = "all-MiniLM-L6-v2" + (INT8_SUFFIX if precision == "int8" else "")
+        super().__init__(model_name=name, embed_batch_size=embed_batch_size, **kw)
         from tokenizers import Tokenizer
 
         from rag.models import minilm_dir

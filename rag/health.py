@@ -212,6 +212,7 @@ def _precision_message(data_dir: str, built: str, configured: str, backend: str 
                 "but fp32 vectors are configured and the two must not be mixed: set "
                 "AQA_EMBED_BACKEND=onnx AQA_EMBED_PRECISION=int8, or re-ingest with "
                 "`aqa ingest --rebuild`.")
-    return (f"The index in {data_dir} was built with fp32 MiniLM vectors{how}, but "
-            "AQA_EMBED_PRECISION=int8 is configured and int8 vectors differ: re-ingest with "
-            "`aqa ingest --rebuild`, or set AQA_EMBED_PRECISION=fp32.")
+    return (f"The index in {data_dir} was built with fp32 MiniLM vectors{how}, but int8 "
+            "vectors are configured (AQA_EMBED_PRECISION=int8, the default since it matched "
+            "fp32 retrieval) and int8 vectors differ: re-ingest with `aqa ingest --rebuild`, "
+            "or keep this index with AQA_EMBED_PRECISION=fp32.")

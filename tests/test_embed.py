@@ -48,10 +48,12 @@ def test_switching_int8_and_fp32_is_a_clear_model_change(tmp_path):
     from rag.errors import IndexMismatchError
 
     _fake_index(tmp_path, "all-MiniLM-L6-v2+onnx-int8")
-    fp32 = Engine(Settings(_env_file=None, data_dir=tmp_path / "idx", embed_backend="onnx"))
+    fp32 = Engine(Settings(_env_file=None, data_dir=tmp_path / "idx", embed_backend="onnx",
+                           embed_precision="fp32"))
     with pytest.raises(IndexMismatchError, match="int8-quantized.*AQA_EMBED_PRECISION=int8"):
         fp32.search("agents")
-    torch = Engine(Settings(_env_file=None, data_dir=tmp_path / "idx", embed_backend="torch"))
+    torch = Engine(Settings(_env_file=None, data_dir=tmp_path / "idx", embed_backend="torch",
+                            embed_precision="fp32"))
     with pytest.raises(IndexMismatchError, match="ingest --rebuild"):
         torch.search("agents")
 
@@ -66,8 +68,15 @@ def test_fp32_index_refuses_int8_but_accepts_either_fp32_backend(tmp_path):
                            embed_precision="int8"))
     with pytest.raises(IndexMismatchError, match="int8 vectors differ"):
         int8.index.check_model(int8.embed_name)
+    # int8 is the default: an fp32 index asks for a re-ingest, in one line that
+    # says why and how to keep it instead.
+    default = Engine(Settings(_env_file=None, data_dir=tmp_path / "idx"))
+    with pytest.raises(IndexMismatchError, match=r"the default.*ingest --rebuild.*"
+                                                 r"AQA_EMBED_PRECISION=fp32"):
+        default.index.check_model(default.embed_name)
     for backend in ("onnx", "torch"):  # same vectors: same name, no re-ingest
-        e = Engine(Settings(_env_file=None, data_dir=tmp_path / "idx", embed_backend=backend))
+        e = Engine(Settings(_env_file=None, data_dir=tmp_path / "idx", embed_backend=backend,
+                            embed_precision="fp32"))
         e.index.check_model(e.embed_name)
 
 
@@ -84,7 +93,8 @@ def test_onnx_export_is_cached_hash_checked_and_matches_torch(tmp_path):
     assert embed_onnx.export_count() == n0 + 1
 
     texts = [p for p in bench_texts()]
-    torch_model = make_embed_model(Settings(_env_file=None, embed_backend="torch"))
+    torch_model = make_embed_model(Settings(_env_file=None, embed_backend="torch",
+                                            embed_precision="fp32"))
     ref = np.asarray(torch_model.get_text_embedding_batch(texts))
     got = a.encode(texts)
     assert (got * ref).sum(axis=1).min() > 0.999
@@ -105,6 +115,8 @@ def test_onnx_export_is_cached_hash_checked_and_matches_torch(tmp_path):
     # int8: close to fp32, and a text's vector never depends on its batch mates
     # (two single-thread workers side by side).
     q8 = embed_onnx.OnnxMiniLM(cache, "int8", threads=2, workers=2)
+    # An engine given the model itself files its vectors under the int8 name.
+    assert (q8.model_name, a.model_name) == ("all-MiniLM-L6-v2+onnx-int8", "all-MiniLM-L6-v2")
     v8 = q8.encode(texts)
     assert (v8 * ref).sum(axis=1).mean() > 0.98
     assert np.array_equal(q8.encode(texts[1:2]), v8[1:2])

@@ -73,7 +73,7 @@ def qset(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def index_copy(real_index_dir: Path, tmp_path: Path) -> Path:
-    d = tmp_path / "base" / "eval"  # where `aqa eval run --data-dir base` looks
+    d = tmp_path / "base" / "eval-int8"  # where `aqa eval run --data-dir base` looks (int8 default)
     shutil.copytree(real_index_dir, d)
     return d
 
