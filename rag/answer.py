@@ -156,7 +156,7 @@ class Answerer:
             self._decline(answer, d, interpreted)
             yield done()
             return
-        if not pinned and s.evidence.evidence_check:
+        if s.evidence.evidence_check and (not pinned or s.evidence.evidence_check_pinned):
             yield StreamEvent("status", "Checking the evidence…")
         try:
             messages, raw = self._verdict(interpreted, hits, chosen, pinned, trace, messages, raw)
@@ -266,9 +266,11 @@ class Answerer:
         """Rule evidence_not_answering: a fresh, short prompt with only the
         chosen sentences and the question. The synthesis then continues this
         short conversation (the model reads the chosen sentences, not all the
-        candidates, and llama.cpp reuses its prefix). Pinned papers skip it:
-        they are answered from their abstracts whatever the question."""
-        if pinned or not self.settings.evidence.evidence_check:
+        candidates, and llama.cpp reuses its prefix). Pinned papers skip it
+        unless ``evidence_check_pinned``; for them a "no" is the second kind
+        of decline (the abstract does not state it)."""
+        e = self.settings.evidence
+        if not e.evidence_check or (pinned and not e.evidence_check_pinned):
             return messages, raw
         check = [{"role": "system", "content": render("check_system")},
                  {"role": "user", "content": render("check_user", quotes=quoted(chosen, hits),
@@ -277,6 +279,8 @@ class Answerer:
                                              json_schema=CHECK_SCHEMA))
         trace.append(R.evidence_not_answering(parse_verdict(reply)))
         if trace[-1].fired:
+            if pinned:
+                raise _Declined("missing_detail", chosen[0].hit)
             named = self._named(q, hits)
             target = next(iter(sorted(i for v in named.values() for i in v)), None)
             raise _Declined(self._kind(hits, target), chosen[0].hit if target is None else target)
