@@ -223,6 +223,22 @@ def test_pinned_paper_skips_the_relevance_floor(fake_engine):
     assert "off_topic" not in {r.name for r in a.rules}
 
 
+def test_pinned_evidence_is_checked_only_when_asked(fake_engine):
+    """Pinned papers skip the evidence check by default; with
+    evidence_check_pinned a "no" is the second kind of decline, never "absent"."""
+    from rag.types import Filters
+
+    eng = fake_engine(llm=ScriptedLLM(lambda s: [1], "It proposes a guardrail [1].", verdict="no"))
+    pid = by_name(eng)["ShieldAgent"]
+    q = "What are the limitations of this paper?"
+    a = eng.ask(q, filters=Filters(paper_ids=[pid]))
+    assert not a.declined and "evidence_not_answering" not in {r.name for r in a.rules}
+    eng.answerer.settings = eng.settings.updated(evidence_check_pinned=True)
+    a = eng.ask(q, filters=Filters(paper_ids=[pid]))
+    assert a.declined and a.decline_kind == "missing_detail"
+    assert a.text.startswith("The abstract of ShieldAgent does not state this.")
+
+
 def test_follow_up_resolves_the_second_paper(fake_engine):
     eng = fake_engine(llm=ScriptedLLM(lambda s: [1], lambda s: "It is evaluated [1]."))
     papers = by_name(eng)
