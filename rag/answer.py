@@ -7,7 +7,7 @@
    the rules in ``rag.rules`` decide answer or decline from that evidence.
 5. The model is asked afresh, with only the chosen sentences in view, whether
    they answer the question (rule evidence_not_answering).
-6. Only then does the synthesis stream, continuing that short conversation.
+6. Only then does the synthesis stream, continuing the evidence conversation.
    ``rag.verify`` checks each of its sentences against the evidence it cites;
    a sentence that fails stays visible, marked withdrawn. Nothing streamed is
    replaced.
@@ -159,7 +159,7 @@ class Answerer:
         if s.evidence.evidence_check and (not pinned or s.evidence.evidence_check_pinned):
             yield StreamEvent("status", "Checking the evidence…")
         try:
-            messages, raw = self._verdict(interpreted, hits, chosen, pinned, trace, messages, raw)
+            self._verdict(interpreted, hits, chosen, pinned, trace)
         except _Declined as d:
             self._decline(answer, d, interpreted)
             yield done()
@@ -262,16 +262,16 @@ class Answerer:
         return chosen, messages, raw
 
     def _verdict(self, q: str, hits: list[SearchHit], chosen: list[Candidate], pinned: list[str],
-                 trace: list[RuleFiring], messages: list[dict], raw: str) -> tuple[list[dict], str]:
+                 trace: list[RuleFiring]) -> None:
         """Rule evidence_not_answering: a fresh, short prompt with only the
-        chosen sentences and the question. The synthesis then continues this
-        short conversation (the model reads the chosen sentences, not all the
-        candidates, and llama.cpp reuses its prefix). Pinned papers skip it
-        unless ``evidence_check_pinned``; for them a "no" is the second kind
-        of decline (the abstract does not state it)."""
+        chosen sentences and the question. The synthesis still continues the
+        evidence conversation (the local model restores that prefix from its
+        prompt cache). Pinned papers skip it unless ``evidence_check_pinned``;
+        for them a "no" is the second kind of decline (the abstract does not
+        state it)."""
         e = self.settings.evidence
         if not e.evidence_check or (pinned and not e.evidence_check_pinned):
-            return messages, raw
+            return
         check = [{"role": "system", "content": render("check_system")},
                  {"role": "user", "content": render("check_user", quotes=quoted(chosen, hits),
                                                     question=q)}]
@@ -284,7 +284,6 @@ class Answerer:
             named = self._named(q, hits)
             target = next(iter(sorted(i for v in named.values() for i in v)), None)
             raise _Declined(self._kind(hits, target), chosen[0].hit if target is None else target)
-        return check, reply
 
     def _terms(self, text: str) -> set[str]:
         """Stemmed content terms, as the BM25 index reads them."""
@@ -334,9 +333,8 @@ class Answerer:
         ids = ", ".join(f"[{c.id}]" for c in chosen)
         follow = messages + [
             {"role": "assistant", "content": raw_choice},
-            {"role": "user", "content": render(
-                "synthesis_quoted" if messages[0]["content"] == render("check_system")
-                else "synthesis_user", chosen=ids, example=chosen[0].id, question=q)},
+            {"role": "user", "content": render("synthesis_user", chosen=ids,
+                                               example=chosen[0].id, question=q)},
         ]
         yield StreamEvent("status", "Writing the answer…")
         pieces: list[str] = []

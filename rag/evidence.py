@@ -97,7 +97,8 @@ def excerpts(cands: list[Candidate], hits: list[SearchHit]) -> str:
 
 
 def quoted(chosen: list[Candidate], hits: list[SearchHit]) -> str:
-    """The chosen sentences, numbered and quoted, one line per paper."""
+    """The chosen sentences, numbered and quoted, one line per paper (the
+    evidence check's view: the other candidates out of sight)."""
     by: dict[int, list[Candidate]] = {}
     for c in chosen:
         by.setdefault(c.hit, []).append(c)

@@ -62,6 +62,14 @@ class LocalLLM:
                     )
                 except Exception as e:
                     raise LLMError(f"Could not load local model {self.path}: {e}") from e
+                cache_mb = self._settings.llm.llm_prompt_cache_mb
+                if cache_mb > 0:
+                    from llama_cpp import LlamaRAMCache
+
+                    # The evidence check is a short prompt of its own between the
+                    # evidence choice and the synthesis; the cache restores the
+                    # choice's long prefix so the synthesis does not re-read it.
+                    self._llm.set_cache(LlamaRAMCache(capacity_bytes=cache_mb << 20))
             return self._llm
 
     # --- ownership of the one llama.cpp context ---

@@ -79,13 +79,13 @@ def test_supported_answer_is_quote_first(fake_engine):
     assert "11.3%" in quote and quote in a.citations[0].paper.abstract
     assert f"“{quote}”" in a.text  # the verbatim evidence is part of the answer
     assert a.sentences[0].citations == [1] and not a.sentences[0].withdrawn
-    # The evidence check reads only the chosen sentences, and the synthesis continues
-    # that short conversation (llama.cpp reuses its prefix).
+    # The evidence check reads only the chosen sentences; the synthesis continues the
+    # evidence conversation (the local model restores that prefix from its prompt cache).
     choice, check, synthesis = llm.calls
     assert "ids" in choice["json_schema"]["properties"]
     assert "answer" in check["json_schema"]["properties"] and "11.3%" in check["messages"][1]["content"]
     assert len(check["messages"][1]["content"]) < len(choice["messages"][1]["content"]) / 2
-    assert synthesis["messages"][:2] == check["messages"]
+    assert synthesis["messages"][:2] == choice["messages"]
     assert "evidence_not_answering" not in rules_fired(a)
 
 

@@ -34,3 +34,29 @@ def test_default_local_model_answers_with_citations(real_index_dir, tmp_path):
     b = eng.ask("What learning rate and batch size were used to train ShieldAgent?")
     assert b.declined, b.text
     assert "ShieldAgent" in b.text
+
+
+def test_prompt_cache_keeps_the_evidence_prefix_across_the_check():
+    """The evidence check's short prompt does not evict the evidence prompt:
+    the local model keeps both prefixes, so the synthesis resumes the first."""
+    from rag.llm import LocalLLM
+
+    s = Settings(_env_file=None, local_model="smollm2-135m", llm_context=1024)
+    llm = LocalLLM(s)
+    long = [{"role": "user", "content": "Sentences: " + "a b c d e f. " * 40 + "Pick one."}]
+    short = [{"role": "user", "content": "Is it yes?"}]
+    for m in (long, short):
+        "".join(llm.stream_chat(m, max_tokens=2, temperature=0.0))
+    cache = llm.load().cache
+    assert cache is not None and len(cache.cache_state) == 2
+    # The next call on the long prefix finds the saved state of the first.
+    follow = long + [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "Now answer."}]
+    key = next(iter(cache.cache_state))
+    prompt = llm.load().tokenize(long[0]["content"].encode(), add_bos=False)
+    assert len(key) > len(prompt) // 2  # the long prompt's state, not a stub
+    "".join(llm.stream_chat(follow, max_tokens=2, temperature=0.0))
+    assert len(cache.cache_state) == 3
+
+    off = LocalLLM(s.updated(llm_prompt_cache_mb=0))
+    "".join(off.stream_chat(short, max_tokens=2, temperature=0.0))
+    assert off.load().cache is None
