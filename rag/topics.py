@@ -192,7 +192,9 @@ def compute(paper_ids: list[str], vectors: np.ndarray, texts: list[str], *,
     # One thread each, the layout beside the clustering: OpenMP/OpenBLAS
     # threads spin while they wait, and under CPU contention (an LLM running,
     # the other core busy) two-thread t-SNE ran 5x slower than one thread
-    # (12 s against 2.4 s for 800 papers). Same results: the seeds fix them.
+    # (12 s against 2.4 s for 800 papers). On the 2-core machine otherwise
+    # idle, two threads did not help either (3,300 papers: 36.7 s against
+    # 17.1 s). Same results: the seeds fix them.
     with threadpool_limits(limits=1), ThreadPoolExecutor(1, "topic-layout") as pool:
         fut = pool.submit(_one_thread, _layout, vectors, seed)
         if k == 1:
