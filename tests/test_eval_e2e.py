@@ -114,9 +114,9 @@ def test_eval_run_report_and_compare(index_copy: Path, qset: Path, tmp_path: Pat
     u1 = by_id["u1"]["metrics"]
     assert u1["correct_decline"] == 1.0 and u1["hit@k"] is None and u1["pass"] == 1.0
     assert by_id["u1"]["answer"]["declined"]
-    # Two calls (evidence choice, then synthesis) per answered question; the
-    # unanswerable one declined before the LLM.
-    assert len(llm.calls) == 6
+    # Three calls (evidence choice, evidence check, synthesis) per answered
+    # question; the unanswerable one declined before the LLM.
+    assert len(llm.calls) == 9
 
     # --- summary numbers are the means of the per-question numbers ---
     for name, v in summary["overall"].items():
