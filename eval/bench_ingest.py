@@ -69,8 +69,8 @@ def fresh_reingest(settings: Any, corpus: Sequence[Path]) -> dict[str, Any]:
 
 
 def bench_ingest(ctx: BenchContext) -> dict[str, Any]:
+    from rag.chunking import embed_text
     from rag.config import BUNDLED_CORPUS
-    from rag.index import embed_text
 
     if ctx.size != "tiny":
         corpus, n_nominal = ctx.mid_corpus()

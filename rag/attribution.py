@@ -17,9 +17,6 @@ import numpy as np
 
 from rag.embed import CachedEmbedder
 from rag.text import (
-    NAME,
-    NOT_STATED,
-    Stemmer,
     normalise,
     specifics,
     split_sentences,
@@ -30,10 +27,6 @@ from rag.types import SearchHit, SentenceSupport
 
 __all__ = ["Attribution", "Attributor", "split_sentences", "strip_markers", "specifics"]
 
-# Kept for modules that still import the private names.
-_NAME = NAME
-NOT_FOUND = NOT_STATED
-_Stemmer = Stemmer
 _normalise = normalise
 
 

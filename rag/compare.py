@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rag.attribution import split_sentences
+from rag.text import split_sentences
 from rag.types import ASPECTS, CompareCell, Paper, SearchHit, SentenceSupport
 
 CUES: dict[str, list[tuple[str, float]]] = {

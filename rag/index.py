@@ -1,4 +1,4 @@
-"""The index: token-aware chunking, the Chroma vector store (embedded or a
+"""The index: chunks (``rag.chunking``) into the Chroma vector store (embedded or a
 ``chroma run`` server), and idempotent, incremental, resumable ingest. Health
 checks, the embedding-model guard and ``rebuild`` are ``rag.health``'s
 ``IndexHealthChecks``, a base class of ``VectorIndex``; ``IndexHealth`` is
@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rag.chunking import Chunker, chunk_id, chunk_metadata, embed_text
 from rag.config import Settings
 from rag.corpus import content_hash, load_corpus
 from rag.embed import CachedEmbedder
@@ -35,34 +36,6 @@ __all__ = ["BATCH_PAPERS", "Chunker", "IndexHealth", "VectorIndex", "chunk_id",
 BATCH_PAPERS = 32
 BATCH_PAPERS_MAX = 128
 log = logging.getLogger(__name__)
-
-
-class Chunker:
-    """Sentence-boundary chunks of at most ``chunk_tokens`` tiktoken tokens
-    (LlamaIndex SentenceSplitter). 128 tiktoken tokens stay well under
-    MiniLM's 256 word-piece limit even for symbol-heavy abstracts."""
-
-    def __init__(self, settings: Settings) -> None:
-        from llama_index.core.node_parser import SentenceSplitter
-
-        self._splitter = SentenceSplitter(
-            chunk_size=settings.corpus.chunk_tokens, chunk_overlap=settings.corpus.chunk_overlap
-        )
-
-    def split(self, text: str) -> list[str]:
-        return [c.strip() for c in self._splitter.split_text(text) if c.strip()]
-
-
-def embed_text(paper: Paper, chunk: str) -> str:
-    """What gets embedded and BM25-indexed: a real title adds signal; a label
-    derived from the abstract itself adds none."""
-    return chunk if paper.title_derived else f"{paper.title}. {chunk}"
-
-
-def chunk_id(paper: Paper, h: str, i: int) -> str:
-    # Content hash in the id: a changed abstract gets fresh ids, so the old
-    # chunks can be deleted only after the new ones are committed.
-    return f"{paper.paper_id}::{h[:12]}::{i}"
 
 
 def make_chroma_client(settings: Settings):
@@ -369,16 +342,6 @@ def _backend_of(model: object) -> str:
         return b
     name = type(model).__name__
     return {"HuggingFaceEmbedding": "torch-fp32 (sentence-transformers)"}.get(name, name)
-
-
-def chunk_metadata(paper: Paper, idx: int) -> dict:
-    # Chroma metadata values cannot be None: leave missing fields out.
-    m: dict = {"paper_id": paper.paper_id, "source": paper.source, "idx": idx}
-    if paper.venue:
-        m["venue"] = paper.venue
-    if paper.year:
-        m["year"] = int(paper.year)
-    return m
 
 
 @dataclass

@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rag.attribution import _NAME
+from rag.chunking import embed_text
 from rag.config import Settings
 from rag.embed import CachedEmbedder
-from rag.index import VectorIndex, embed_text
+from rag.index import VectorIndex
 from rag.lexical import Lexical, load_or_build
+from rag.text import NAME
 from rag.types import Filters, Paper, Passage, SearchHit
 
 
@@ -145,7 +146,7 @@ class HybridRetriever:
         if lex is None:
             return []
         names = {
-            m.group(0) for m in _NAME.finditer(question)
+            m.group(0) for m in NAME.finditer(question)
             if re.search(r"[a-z][A-Z]|\d", m.group(0))
         }
         out = []
