@@ -110,7 +110,7 @@ class LLMSettings(Section):
     model_cache_dir: Path = Path.home() / ".cache" / "abstracts-qa"
     llm_context: int = 4096
     llm_threads: int = 2
-    llm_prompt_cache_mb: int = 512  # local model: RAM for saved prompt prefixes (0: off)
+    llm_prompt_cache_mb: int = 1024  # local model: RAM for saved prompt states (0: off)
     max_tokens: int = 320
     temperature: float = 0.0
     openai_api_key: str | None = None  # env: OPENAI_API_KEY (or AQA_OPENAI_API_KEY)

@@ -64,12 +64,10 @@ class LocalLLM:
                     raise LLMError(f"Could not load local model {self.path}: {e}") from e
                 cache_mb = self._settings.llm.llm_prompt_cache_mb
                 if cache_mb > 0:
-                    from llama_cpp import LlamaRAMCache
-
                     # The evidence check is a short prompt of its own between the
                     # evidence choice and the synthesis; the cache restores the
                     # choice's long prefix so the synthesis does not re-read it.
-                    self._llm.set_cache(LlamaRAMCache(capacity_bytes=cache_mb << 20))
+                    self._llm.set_cache(_prompt_cache(cache_mb << 20))
             return self._llm
 
     # --- ownership of the one llama.cpp context ---
@@ -145,3 +143,19 @@ class LocalLLM:
                 except Exception:  # noqa: BLE001 - best effort
                     log.debug("closing the llama.cpp stream failed", exc_info=True)
             self._release(me)
+
+
+def _prompt_cache(capacity_bytes: int) -> Any:
+    """llama.cpp's RAM prompt cache, sized by what a saved state really holds.
+
+    ``LlamaRAMCache`` counts only the KV part of a state (~10 MB for a 300-token
+    prompt) but each state also copies the prompt's logits (~0.6 MB per token
+    with Qwen's 152k vocabulary): counted its way, 512 MB held 13 GB."""
+    from llama_cpp import LlamaRAMCache
+
+    class PromptCache(LlamaRAMCache):
+        @property
+        def cache_size(self) -> int:
+            return sum(st.llama_state_size + st.scores.nbytes for st in self.cache_state.values())
+
+    return PromptCache(capacity_bytes=capacity_bytes)
