@@ -156,7 +156,7 @@ class Answerer:
             self._decline(answer, d, interpreted)
             yield done()
             return
-        if s.evidence.evidence_check and (not pinned or s.evidence.evidence_check_pinned):
+        if self._checks(pinned):
             yield StreamEvent("status", "Checking the evidence…")
         try:
             self._verdict(interpreted, hits, chosen, pinned, trace)
@@ -269,8 +269,7 @@ class Answerer:
         prompt cache). Pinned papers skip it unless ``evidence_check_pinned``;
         for them a "no" is the second kind of decline (the abstract does not
         state it)."""
-        e = self.settings.evidence
-        if not e.evidence_check or (pinned and not e.evidence_check_pinned):
+        if not self._checks(pinned):
             return
         check = [{"role": "system", "content": render("check_system")},
                  {"role": "user", "content": render("check_user", quotes=quoted(chosen, hits),
@@ -284,6 +283,11 @@ class Answerer:
             named = self._named(q, hits)
             target = next(iter(sorted(i for v in named.values() for i in v)), None)
             raise _Declined(self._kind(hits, target), chosen[0].hit if target is None else target)
+
+    def _checks(self, pinned: list[str]) -> bool:
+        """Whether the evidence check runs (settings evidence_check, evidence_check_pinned)."""
+        e = self.settings.evidence
+        return e.evidence_check and (not pinned or e.evidence_check_pinned)
 
     def _terms(self, text: str) -> set[str]:
         """Stemmed content terms, as the BM25 index reads them."""
