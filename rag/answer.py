@@ -61,6 +61,7 @@ from rag.verify import SynthesisChecker
 History = Sequence[dict]
 CHOICE_TOKENS = 48  # a JSON list of at most a few ids
 VERDICT_TOKENS = 12  # {"answer": "yes"}
+VERDICT_PREFIX = '{"answer": "'  # the check's reply up to its yes/no
 
 
 class _Declined(Exception):
@@ -266,17 +267,15 @@ class Answerer:
         """Rule evidence_not_answering: a fresh, short prompt with only the
         chosen sentences and the question. The synthesis still continues the
         evidence conversation (the local model restores that prefix from its
-        prompt cache). Pinned papers skip it unless ``evidence_check_pinned``;
-        for them a "no" is the second kind of decline (the abstract does not
-        state it)."""
+        prompt cache). For pinned papers a "no" is the second kind of decline
+        (the abstract does not state it); an overview question ("summarize
+        it") is answered by any abstract, so the check never declines it."""
         if not self._checks(pinned):
             return
-        check = [{"role": "system", "content": render("check_system")},
-                 {"role": "user", "content": render("check_user", quotes=quoted(chosen, hits),
-                                                    question=q)}]
-        reply = "".join(self.llm.stream_chat(check, max_tokens=VERDICT_TOKENS, temperature=0.0,
-                                             json_schema=CHECK_SCHEMA))
-        trace.append(R.evidence_not_answering(parse_verdict(reply)))
+        e = self.settings.evidence
+        p_no = self._p_not_answering(q, chosen, hits)
+        threshold = e.evidence_check_pinned_threshold if pinned else e.evidence_check_threshold
+        trace.append(R.evidence_not_answering(p_no, threshold, R.asks_overview(q)))
         if trace[-1].fired:
             if pinned:
                 raise _Declined("missing_detail", chosen[0].hit)
@@ -284,10 +283,28 @@ class Answerer:
             target = next(iter(sorted(i for v in named.values() for i in v)), None)
             raise _Declined(self._kind(hits, target), chosen[0].hit if target is None else target)
 
+    def _p_not_answering(self, q: str, chosen: list[Candidate], hits: list[SearchHit]) -> float | None:
+        """The model's probability that the chosen sentences do not answer the
+        question: graded where the backend gives option probabilities (the
+        local model), else 1.0 or 0.0 from its constrained yes/no reply."""
+        check = [{"role": "system", "content": render("check_system")},
+                 {"role": "user", "content": render("check_user", quotes=quoted(chosen, hits),
+                                                    question=q)}]
+        llm = self.llm
+        graded = getattr(llm, "option_probabilities", None)
+        probs = graded(check, VERDICT_PREFIX, ("yes", "no")) if graded else None
+        if probs is not None:
+            return probs["no"]
+        reply = "".join(llm.stream_chat(check, max_tokens=VERDICT_TOKENS, temperature=0.0,
+                                        json_schema=CHECK_SCHEMA))
+        verdict = parse_verdict(reply)
+        return None if verdict is None else float(not verdict)
+
     def _checks(self, pinned: list[str]) -> bool:
-        """Whether the evidence check runs (settings evidence_check, evidence_check_pinned)."""
+        """Whether the evidence check runs (settings evidence_check, and for
+        pinned papers an evidence_check_pinned_threshold of at most 1)."""
         e = self.settings.evidence
-        return e.evidence_check and (not pinned or e.evidence_check_pinned)
+        return e.evidence_check and (not pinned or e.evidence_check_pinned_threshold <= 1.0)
 
     def _terms(self, text: str) -> set[str]:
         """Stemmed content terms, as the BM25 index reads them."""

@@ -97,7 +97,8 @@ class EvidenceSettings(Section):
     coverage_max_added: int = 2  # sentences question_part_uncovered may add to the evidence
     coverage_common_share: float = 0.1  # a term in more of the indexed chunks is too common to count
     evidence_check: bool = True  # rule evidence_not_answering: ask the model afresh whether its evidence answers
-    evidence_check_pinned: bool = False  # ...also for questions pinned to chosen papers
+    evidence_check_threshold: float = 0.5  # decline when P(evidence does not answer) reaches this
+    evidence_check_pinned_threshold: float = 0.5  # the same for pinned papers; above 1 skips their check
 
 
 class LLMSettings(Section):

@@ -40,6 +40,7 @@ class LocalLLM:
         self._cond = threading.Condition()
         self._owner: object | None = None
         self._suspended_since: float | None = None  # owner is parked at a yield
+        self._formatter: Any = None  # the GGUF's chat template, for option_probabilities
 
     def _fail(self, reason: str) -> LLMError:
         return LLMError(f"The local model {self.path.name} failed: {reason}",
@@ -143,6 +144,42 @@ class LocalLLM:
                 except Exception:  # noqa: BLE001 - best effort
                     log.debug("closing the llama.cpp stream failed", exc_info=True)
             self._release(me)
+
+
+    def option_probabilities(self, messages: Messages, prefix: str,
+                             options: tuple[str, ...]) -> dict[str, float] | None:
+        """The model's probability of each option as the next token after the
+        reply has begun with ``prefix`` (e.g. ``{"answer": "``), normalised over
+        the options: a graded yes/no instead of a sampled one. None when an
+        option is not a single token in this vocabulary."""
+        import numpy as np
+        from llama_cpp import llama_chat_format
+
+        llm = self.load()
+        ids = [llm.tokenize(o.encode(), add_bos=False, special=False) for o in options]
+        if any(len(t) != 1 for t in ids):
+            return None
+        if self._formatter is None:
+            eos = llm.detokenize([llm.token_eos()]).decode(errors="ignore")
+            self._formatter = llama_chat_format.Jinja2ChatFormatter(
+                template=llm.metadata["tokenizer.chat_template"], eos_token=eos, bos_token="")
+        prompt = self._formatter(messages=messages).prompt + prefix
+        tokens = llm.tokenize(prompt.encode(), add_bos=False, special=True)
+        me = object()
+        self._acquire(me, None)
+        try:
+            # A plain forward pass: llama.cpp keeps the last position's logits,
+            # which is all this needs (completion logprobs would need logits_all).
+            llm.reset()
+            llm.eval(tokens)
+            logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
+            picked = np.array([logits[t[0]] for t in ids], dtype=np.float64)
+        except (RuntimeError, ValueError) as e:
+            raise self._fail(_overflow_reason(str(e)) or str(e)) from e
+        finally:
+            self._release(me)
+        p = np.exp(picked - picked.max())
+        return dict(zip(options, (p / p.sum()).tolist(), strict=True))
 
 
 def _prompt_cache(capacity_bytes: int) -> Any:

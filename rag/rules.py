@@ -82,12 +82,37 @@ def no_evidence(chosen: Sequence[int]) -> RuleFiring:
     return RuleFiring("no_evidence", not chosen, f"model chose {list(chosen)}")
 
 
-def evidence_not_answering(verdict: bool | None) -> RuleFiring:
+def evidence_not_answering(p_no: float | None, threshold: float,
+                           overview: bool = False) -> RuleFiring:
     """Asked afresh, with only the chosen sentences and the question in view,
-    the model says they do not answer it (a reply that is neither yes nor no fires nothing)."""
-    return RuleFiring("evidence_not_answering", verdict is False,
-                      {True: "the model says they answer it", False: "the model says they do not",
-                       None: "no verdict"}[verdict])
+    the model gives at least ``threshold`` probability to "they do not answer
+    it" (no verdict, or an overview question, fires nothing)."""
+    if p_no is None:
+        return RuleFiring("evidence_not_answering", False, "no verdict")
+    detail = f"P(not answered) {p_no:.2f} vs threshold {threshold:.2f}"
+    if overview:
+        return RuleFiring("evidence_not_answering", False, detail + "; an overview question")
+    return RuleFiring("evidence_not_answering", p_no >= threshold, detail)
+
+
+# "Summarize this paper", "what problem does it address", "what do these two
+# have in common": any abstract answers these, so no check may decline them.
+_OVERVIEW = re.compile(
+    r"\b(?:summar(?:y|i[sz]e)|overview|tl;?dr|gist|in a nutshell|in common|"
+    r"(?:main|key|central|core|overall) (?:idea|contribution|point|finding|result|goal|claim|"
+    r"takeaway|message|insight)s?|contributions?|"
+    r"what (?:problem|question|challenge|gap|issue)s? (?:does|do|did|is|are)|"
+    r"what(?:'s| is| are)? (?:it|this|this paper|this work|these(?: two)?(?: papers)?|they|the paper) "
+    r"about|"
+    r"what (?:does|do|did) (?:it|this|this paper|this work|they|the paper|the authors|these(?: two)?"
+    r"(?: papers)?) (?:propose|introduce|present|do|study|investigate|address|tackle|contribute|"
+    r"offer|show|find)|"
+    r"what(?:'s| is) (?:new|novel)|novelty|motivation)\b", re.IGNORECASE)
+
+
+def asks_overview(question: str) -> bool:
+    """The question asks for a paper's gist (summary, problem, contribution), not a detail."""
+    return bool(_OVERVIEW.search(question))
 
 
 def off_question_evidence(chosen: list[Candidate], s: Settings) -> tuple[list[Candidate], RuleFiring]:

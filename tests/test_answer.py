@@ -223,20 +223,50 @@ def test_pinned_paper_skips_the_relevance_floor(fake_engine):
     assert "off_topic" not in {r.name for r in a.rules}
 
 
-def test_pinned_evidence_is_checked_only_when_asked(fake_engine):
-    """Pinned papers skip the evidence check by default; with
-    evidence_check_pinned a "no" is the second kind of decline, never "absent"."""
+def test_pinned_evidence_check_declines_details_never_overviews(fake_engine):
+    """For pinned papers a "no" is the second kind of decline, never "absent";
+    an overview question is never declined by the check; a pinned threshold
+    above 1 skips the check."""
     from rag.types import Filters
 
     eng = fake_engine(llm=ScriptedLLM(lambda s: [1], "It proposes a guardrail [1].", verdict="no"))
     pid = by_name(eng)["ShieldAgent"]
     q = "What are the limitations of this paper?"
     a = eng.ask(q, filters=Filters(paper_ids=[pid]))
-    assert not a.declined and "evidence_not_answering" not in {r.name for r in a.rules}
-    eng.answerer.settings = eng.settings.updated(evidence_check_pinned=True)
-    a = eng.ask(q, filters=Filters(paper_ids=[pid]))
     assert a.declined and a.decline_kind == "missing_detail"
     assert a.text.startswith("The abstract of ShieldAgent does not state this.")
+    a = eng.ask("What problem does this paper address?", filters=Filters(paper_ids=[pid]))
+    assert not a.declined, a.text
+    check = next(r for r in a.rules if r.name == "evidence_not_answering")
+    assert not check.fired and "overview" in check.detail
+    eng.answerer.settings = eng.settings.updated(evidence_check_pinned_threshold=1.5)
+    a = eng.ask(q, filters=Filters(paper_ids=[pid]))
+    assert not a.declined and "evidence_not_answering" not in {r.name for r in a.rules}
+
+
+def test_graded_check_declines_at_its_threshold(fake_engine):
+    """A backend with option probabilities: the check fires only when P(no)
+    reaches AQA_EVIDENCE_CHECK_THRESHOLD."""
+    llm = ScriptedLLM(pick("11.3%"), "ShieldAgent outperforms prior methods by 11.3% [1].")
+    llm.option_probabilities = lambda messages, prefix, options: {"yes": 0.3, "no": 0.7}
+    eng = fake_engine(llm=llm)
+    a = eng.ask(SHIELD_Q)
+    assert a.declined and "0.70" in next(r.detail for r in a.rules if r.name == "evidence_not_answering")
+    eng.answerer.settings = eng.settings.updated(evidence_check_threshold=0.8)
+    a = eng.ask(SHIELD_Q)
+    assert not a.declined, a.text
+
+
+def test_asks_overview_is_general_english():
+    from rag.rules import asks_overview
+
+    for q in ("Summarize this paper", "What problem does it address?", "What's this paper about?",
+              "What is the main contribution?", "What do these two papers have in common?",
+              "What does the paper propose?", "Give me a tl;dr"):
+        assert asks_overview(q), q
+    for q in ("What are its limitations?", "How many GPUs does it need?",
+              "Which datasets does it use?", "How is it evaluated?", "What recall does it reach?"):
+        assert not asks_overview(q), q
 
 
 def test_follow_up_resolves_the_second_paper(fake_engine):
