@@ -25,11 +25,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rag.dedup import merge_duplicates
+from rag.dedup import duplicate_groups, merge_duplicates
+from rag.derived import DerivedCache
 from rag.errors import CorpusError
 from rag.labels import derive_label, label_candidates
 from rag.readers import MIN_ABSTRACT_CHARS, SUPPORTED_EXTENSIONS, RecordBuilder, reader_for
@@ -65,11 +66,13 @@ def content_hash(paper: Paper) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-def load_file(path: Path, *, rel: str, source: str) -> tuple[list[Paper], list[CorpusError]]:
-    """Load one corpus file. ``rel`` is its provenance path, ``source`` its source name.
+def load_file(path: Path, *, rel: str, source: str,
+              label: Callable[[str], str] | None = None) -> tuple[list[Paper], list[CorpusError]]:
+    """Load one corpus file. ``rel`` is its provenance path, ``source`` its source name,
+    ``label`` what derives an untitled record's label (default ``derive_label``).
     Never raises for bad input: problems come back as ``CorpusError``s."""
     path = Path(path)
-    out = RecordBuilder(rel, source)
+    out = RecordBuilder(rel, source, label)
     reader = reader_for(path.suffix)
     if reader is None:
         out.error(
@@ -103,11 +106,14 @@ def _walk(root: Path) -> Iterable[Path]:
                 yield Path(dirpath) / name
 
 
-def load_corpus(paths: Sequence[Path | str], *, dedup_threshold: float = 0.6) -> LoadResult:
+def load_corpus(paths: Sequence[Path | str], *, dedup_threshold: float = 0.6,
+                cache: DerivedCache | None = None) -> LoadResult:
     """Load files/folders, merge near-duplicates, make ids unique and derived labels distinct.
 
     A folder is walked recursively; its name is the ``source`` of every paper in it.
-    A file given directly is its own source (its stem)."""
+    A file given directly is its own source (its stem). ``cache``: a memo of
+    derived labels and dedup groups (``rag.derived``; the index keeps one in its
+    catalog); the result is the same with or without it."""
     papers: list[Paper] = []
     errors: list[CorpusError] = []
     files: list[str] = []
@@ -139,7 +145,8 @@ def load_corpus(paths: Sequence[Path | str], *, dedup_threshold: float = 0.6) ->
                 continue
             seen.add(f)
             files.append(rel)
-            got, errs = load_file(f, rel=rel, source=source)
+            got, errs = load_file(f, rel=rel, source=source,
+                                  label=cache.derive if cache is not None else None)
             papers.extend(got)
             errors.extend(errs)
             if f.suffix.lower() == ".txt":
@@ -151,9 +158,12 @@ def load_corpus(paths: Sequence[Path | str], *, dedup_threshold: float = 0.6) ->
         # real titles/authors/links from a metadata.jsonl next to the seed files,
         # matched to abstracts by content (before dedup, so ids stay as they were)
         errors.extend(load_and_apply(folder, rel_dir, seed_papers, names))
-    papers, merged = merge_duplicates(papers, dedup_threshold)
+    abstracts = [p.abstract for p in papers]
+    groups = (cache.duplicate_groups(abstracts, dedup_threshold) if cache is not None
+              else duplicate_groups(abstracts, dedup_threshold))
+    papers, merged = merge_duplicates(papers, dedup_threshold, groups=groups)
     errors.extend(_unique_ids(papers))
-    _distinct_labels(papers)
+    _distinct_labels(papers, cache.candidates if cache is not None else label_candidates)
     return LoadResult(papers=papers, errors=errors, duplicates_merged=merged, files=files)
 
 
@@ -184,7 +194,8 @@ def _unique_ids(papers: list[Paper]) -> list[CorpusError]:
     return errors
 
 
-def _distinct_labels(papers: list[Paper]) -> None:
+def _distinct_labels(papers: list[Paper],
+                     candidates: Callable[[str], Sequence[str]] = label_candidates) -> None:
     """Derived labels must tell papers apart: on a clash, take the paper's next
     label candidate, else number it."""
     used = {p.title.lower() for p in papers if not p.title_derived}
@@ -194,7 +205,7 @@ def _distinct_labels(papers: list[Paper]) -> None:
         if p.title.lower() not in used:
             used.add(p.title.lower())
             continue
-        label = next((c for c in label_candidates(p.abstract) if c.lower() not in used), None)
+        label = next((c for c in candidates(p.abstract) if c.lower() not in used), None)
         if label is None:
             n = 2
             while f"{p.title} ({n})".lower() in used:

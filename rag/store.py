@@ -23,6 +23,7 @@ CREATE TABLE IF NOT EXISTS papers (paper_id TEXT PRIMARY KEY, hash TEXT, source 
 CREATE TABLE IF NOT EXISTS chunks (chunk_id TEXT PRIMARY KEY, paper_id TEXT, idx INTEGER, text TEXT);
 CREATE INDEX IF NOT EXISTS chunks_paper ON chunks(paper_id);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS derived (kind TEXT, key TEXT, value TEXT, PRIMARY KEY (kind, key));
 """
 
 
@@ -91,6 +92,21 @@ class Catalog:
         with self._lock, self._db:
             self._cache.clear()
             self._db.executemany("INSERT OR REPLACE INTO meta VALUES (?,?)", values.items())
+
+    # --- derived (rag.derived: labels and dedup groups memoised by content hash) ---
+    def derived_rows(self, kind: str) -> dict[str, str]:
+        with self._lock:
+            return dict(self._db.execute("SELECT key, value FROM derived WHERE kind=?", (kind,)))
+
+    def replace_derived(self, prefix: str, kind: str, rows: dict[str, str]) -> None:
+        """Every row whose kind starts with ``prefix`` (all rule versions) is
+        replaced by ``rows`` under ``kind``, in one transaction."""
+        with self._lock, self._db:
+            self._cache.clear()
+            self._db.execute("DELETE FROM derived WHERE substr(kind, 1, ?) = ?",
+                             (len(prefix), prefix))
+            self._db.executemany("INSERT INTO derived VALUES (?,?,?)",
+                                 [(kind, k, v) for k, v in rows.items()])
 
     def generation(self) -> int:
         """A counter every committed change of papers or chunks increments:

@@ -45,9 +45,24 @@ class Paper:
         return f"{self.title} (derived label)" if self.title_derived else self.title
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["display_title"] = self.display_title
-        return d
+        # What asdict() gives (same keys, same order, copies), spelled out: the
+        # catalog serialises every paper on each ingest, and asdict's generic
+        # deep copy was 0.3 s of a 3,300-paper re-ingest.
+        return {
+            "paper_id": self.paper_id,
+            "abstract": self.abstract,
+            "title": self.title,
+            "title_derived": self.title_derived,
+            "authors": list(self.authors),
+            "url": self.url,
+            "links": dict(self.links),
+            "venue": self.venue,
+            "year": self.year,
+            "source": self.source,
+            "provenance": [{"path": p.path, "ordinal": p.ordinal, "line": p.line}
+                           for p in self.provenance],
+            "display_title": self.display_title,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Paper:

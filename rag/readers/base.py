@@ -114,8 +114,12 @@ def record_fields(rec: dict[str, Any]) -> dict[str, Any]:
 class RecordBuilder:
     """Turns raw records of one file into Papers + errors with shared conventions."""
 
-    def __init__(self, rel: str, source: str) -> None:
+    def __init__(self, rel: str, source: str,
+                 label: Callable[[str], str] | None = None) -> None:
+        """``label``: derives an untitled record's label from its abstract
+        (``rag.labels.derive_label``, or a memo of it)."""
         self.rel, self.source = rel, source
+        self.label = label or derive_label
         self.papers: list[Paper] = []
         self.errors: list[CorpusError] = []
 
@@ -163,7 +167,7 @@ class RecordBuilder:
             Paper(
                 paper_id=own or provenance_id(prov),
                 abstract=abstract,
-                title=title_s or derive_label(abstract),
+                title=title_s or self.label(abstract),
                 title_derived=not title_s,
                 authors=split_authors(authors),
                 url=url_s,
