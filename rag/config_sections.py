@@ -42,6 +42,8 @@ class CorpusSettings(Section):
     chunk_tokens: int = 128
     chunk_overlap: int = 24
     dedup_threshold: float = 0.6
+    topic_map_iterations: int = 400  # t-SNE iterations of the topic map (250 are early exaggeration)
+    topic_map_angle: float = 0.8  # its Barnes-Hut angle: higher is faster and coarser
 
 
 class EmbeddingSettings(Section):

@@ -68,6 +68,26 @@ def test_ingest_computes_and_caches_the_map(fake_engine, tmp_path):
     assert json.loads(cache.read_text())["key"] == second.key
 
 
+def test_layout_settings_reach_tsne_and_key_the_cache(fake_engine, monkeypatch):
+    from sklearn import manifold
+
+    seen: list[dict] = []
+    real = manifold.TSNE
+
+    def recording(**kw):
+        seen.append(kw)
+        return real(**kw)
+
+    monkeypatch.setattr(manifold, "TSNE", recording)
+    eng = fake_engine()
+    default = eng.topic_map()
+    assert seen == [] or (seen[-1]["max_iter"], seen[-1]["angle"]) == (400, 0.8)
+    other = fake_engine(topic_map_iterations=300, topic_map_angle=0.6).topic_map()
+    assert (seen[-1]["max_iter"], seen[-1]["angle"]) == (300, 0.6)
+    assert other.key != default.key  # other settings: the cached map is not reused
+    assert len(other.points) == len(default.points) == 57
+
+
 def test_corrupt_cache_is_recomputed(fake_engine):
     eng = fake_engine()
     cache = eng.settings.storage.data_dir / topics.CACHE_NAME
