@@ -262,17 +262,28 @@ class OnnxMiniLM(BaseEmbedding):
         batches = [order[i : i + self._batch] for i in range(0, len(order), self._batch)]
         out = np.zeros((len(texts), 384), dtype=np.float32)
 
-        def work(w: int, group: list[np.ndarray]) -> None:
-            for b in group:
+        if self._pool is None or len(batches) == 1:
+            for b in batches:
+                out[b] = self._run(self._sessions[0], [encs[i] for i in b])
+            return out
+        # Each worker takes the next batch when it is free (not a fixed share):
+        # when another job takes a core, the other worker does more of the work
+        # instead of waiting for the slowed one at the end. Batches are fixed
+        # before this, so which worker runs one never changes a vector.
+        todo = iter(batches)
+        lock = threading.Lock()
+
+        def work(w: int) -> None:
+            while True:
+                with lock:
+                    b = next(todo, None)
+                if b is None:
+                    return
                 out[b] = self._run(self._sessions[w], [encs[i] for i in b])
 
-        if self._pool is None or len(batches) == 1:
-            work(0, batches)
-        else:
-            k = len(self._sessions)
-            futs = [self._pool.submit(work, w, batches[w::k]) for w in range(k)]
-            for f in futs:
-                f.result()
+        futs = [self._pool.submit(work, w) for w in range(len(self._sessions))]
+        for f in futs:
+            f.result()
         return out
 
     # --- BaseEmbedding ---

@@ -120,6 +120,9 @@ def test_onnx_export_is_cached_hash_checked_and_matches_torch(tmp_path):
     v8 = q8.encode(texts)
     assert (v8 * ref).sum(axis=1).mean() > 0.98
     assert np.array_equal(q8.encode(texts[1:2]), v8[1:2])
+    # ... nor on which worker took it: one worker alone gives the same vectors.
+    one = embed_onnx.OnnxMiniLM(cache, "int8", threads=1, workers=1)
+    assert np.array_equal(one.encode(texts), v8)
 
 
 def bench_texts() -> list[str]:
