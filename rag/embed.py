@@ -8,7 +8,7 @@ embedding cache that makes re-ingest free.
   differ and are recorded under their own model name.
 - ``wordllama``: the static model bundled in ``wordllama``; ~100x faster,
   weaker, for very large corpora. LlamaIndex has no integration, so a thin
-  ``BaseEmbedding`` subclass is hand-written here.
+  ``BaseEmbedding`` subclass is hand-written (``rag.embed_wordllama``).
 - ``openai``: LlamaIndex's OpenAIEmbedding, when configured.
 """
 
@@ -19,59 +19,21 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
-from llama_index.core.base.embeddings.base import BaseEmbedding
-from pydantic import PrivateAttr
 
 from rag.config import Settings
 
-
-class WordLlamaEmbedding(BaseEmbedding):
-    _model: Any = PrivateAttr()
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(model_name="wordllama", **kwargs)
-        self._model = load_wordllama()
-
-    def _embed(self, texts: list[str]) -> list[list[float]]:
-        vecs = np.asarray(self._model.embed(texts), dtype=np.float32)
-        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True) + 1e-12
-        return vecs.tolist()
-
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return self._embed([query])[0]
-
-    def _get_text_embedding(self, text: str) -> list[float]:
-        return self._embed([text])[0]
-
-    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-        return self._embed(texts)
-
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        return self._get_query_embedding(query)
+if TYPE_CHECKING:  # llama_index.core takes ~1 s to import: only where a model is built
+    from llama_index.core.base.embeddings.base import BaseEmbedding
 
 
 def load_wordllama():
-    """The bundled l2_supercat 256-d model, from the package folder only.
+    """The bundled wordllama model (``rag.embed_wordllama.load_wordllama``)."""
+    from rag.embed_wordllama import load_wordllama as load
 
-    ``WordLlama.load()`` looks for its tokenizer in ``wordllama/tokenizer/``
-    but the package ships ``wordllama/tokenizers/``, so it would try to
-    download it; we assemble the model from the shipped files instead.
-    """
-    from safetensors import safe_open
-    from wordllama import WordLlama
-    from wordllama.inference import WordLlamaInference
-
-    from rag.models import package_dir
-
-    root = package_dir("wordllama")
-    weights = root / "weights" / "l2_supercat_256.safetensors"
-    tokenizer = root / "tokenizers" / "l2_supercat_tokenizer_config.json"
-    with safe_open(str(weights), framework="np", device="cpu") as f:
-        table = f.get_tensor("embedding.weight")
-    return WordLlamaInference(table, WordLlama.load_tokenizer(tokenizer))
+    return load()
 
 
 INT8_SUFFIX = "+onnx-int8"
@@ -154,6 +116,8 @@ def minilm_torch_embedding(settings: Settings) -> BaseEmbedding:
 
 
 def wordllama_embedding(settings: Settings) -> BaseEmbedding:
+    from rag.embed_wordllama import WordLlamaEmbedding
+
     return WordLlamaEmbedding(embed_batch_size=settings.embeddings.embed_batch_size)
 
 

@@ -29,7 +29,8 @@ def _modules_after(code: str, env: dict[str, str] | None = None) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("module", ["rag.types", "rag", "rag.labels", "rag.corpus", "rag.cli"])
+@pytest.mark.parametrize("module", ["rag.types", "rag", "rag.labels", "rag.corpus", "rag.cli",
+                                    "rag.engine"])  # engine: a fresh re-ingest imports none
 def test_light_imports_load_no_model_library(module: str) -> None:
     got = _modules_after(f"import {module}")
     assert not [m for m in HEAVY if m in got["modules"]], got["modules"]
