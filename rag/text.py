@@ -12,6 +12,9 @@ from functools import lru_cache
 
 MARKER = re.compile(r"\s*\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 _SENT_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+# A period that ends an abbreviation ends no sentence: "(vs. 0.54 for FLAC)".
+_ABBREV_END = re.compile(r"(?:^|[\s(])(?:vs|e\.g|i\.e|cf|et al|approx|resp|Fig|Eq|Sec)\.$",
+                         re.IGNORECASE)
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9\-]+|\d+(?:\.\d+)?%?")
 NUMBER = re.compile(r"(?<![A-Za-z])\d+(?:[.,]\d+)?\s?(?:%|x|×|k|K|M|B)?(?![A-Za-z])")
 # Name-like tokens: an inner capital (ShieldAgent, AgentDojo) or an acronym (MELON, GPT-4).
@@ -47,7 +50,7 @@ def split_sentences(text: str) -> list[str]:
             parts += [s.strip() for s in _SENT_END.split(block) if s.strip()]
     merged: list[str] = []
     for s in parts:
-        if merged and MARKER.fullmatch(s):
+        if merged and (MARKER.fullmatch(s) or _ABBREV_END.search(merged[-1])):
             merged[-1] += " " + s
         else:
             merged.append(s)

@@ -67,6 +67,11 @@ def test_text_helpers_split_and_strip():
     assert strip_markers(s[1]) == ("It improves recall by 11.3%.", [1, 2])
     assert name_markers("According to [1], rules come from policies.", ["ShieldAgent"]) \
         .startswith("According to ShieldAgent [1],")
+    # An abbreviation's period ends no sentence; a real end still does.
+    s = split_sentences("It scores 0.49 on audio (vs. 0.54 for FLAC). Models, e.g. GPT-4, fail. "
+                        "The answer is no. Next.")
+    assert s == ["It scores 0.49 on audio (vs. 0.54 for FLAC).", "Models, e.g. GPT-4, fail.",
+                 "The answer is no.", "Next."]
 
 
 def test_supported_answer_is_quote_first(fake_engine):
