@@ -157,7 +157,7 @@ class Answerer:
             self._decline(answer, d, interpreted)
             yield done()
             return
-        if self._checks(pinned):
+        if self._checks(pinned) and not R.asks_overview(interpreted):
             yield StreamEvent("status", "Checking the evidence…")
         try:
             self._verdict(interpreted, hits, chosen, pinned, trace)
@@ -272,10 +272,13 @@ class Answerer:
         it") is answered by any abstract, so the check never declines it."""
         if not self._checks(pinned):
             return
+        if R.asks_overview(q):  # the check could not decline it: spare its 1-3 s
+            trace.append(RuleFiring("evidence_not_answering", False, "an overview question; not checked"))
+            return
         e = self.settings.evidence
         p_no = self._p_not_answering(q, chosen, hits)
         threshold = e.evidence_check_pinned_threshold if pinned else e.evidence_check_threshold
-        trace.append(R.evidence_not_answering(p_no, threshold, R.asks_overview(q)))
+        trace.append(R.evidence_not_answering(p_no, threshold))
         if trace[-1].fired:
             if pinned:
                 raise _Declined("missing_detail", chosen[0].hit)

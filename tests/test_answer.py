@@ -260,6 +260,11 @@ def test_graded_check_declines_at_its_threshold(fake_engine):
     eng.answerer.settings = eng.settings.updated(evidence_check_threshold=0.8)
     a = eng.ask(SHIELD_Q)
     assert not a.declined, a.text
+    # An overview question is not checked at all: the check could not decline it.
+    asked = []
+    llm.option_probabilities = lambda messages, prefix, options: asked.append(1) or {"yes": 0, "no": 1}
+    a = eng.ask("What is the main contribution of ShieldAgent?")
+    assert not asked and not a.declined, a.text
 
 
 def test_asks_overview_is_general_english():
