@@ -82,17 +82,14 @@ def no_evidence(chosen: Sequence[int]) -> RuleFiring:
     return RuleFiring("no_evidence", not chosen, f"model chose {list(chosen)}")
 
 
-def evidence_not_answering(p_no: float | None, threshold: float,
-                           overview: bool = False) -> RuleFiring:
+def evidence_not_answering(p_no: float | None, threshold: float) -> RuleFiring:
     """Asked afresh, with only the chosen sentences and the question in view,
     the model gives at least ``threshold`` probability to "they do not answer
-    it" (no verdict, or an overview question, fires nothing)."""
+    it" (no verdict fires nothing; an overview question is never checked)."""
     if p_no is None:
         return RuleFiring("evidence_not_answering", False, "no verdict")
-    detail = f"P(not answered) {p_no:.2f} vs threshold {threshold:.2f}"
-    if overview:
-        return RuleFiring("evidence_not_answering", False, detail + "; an overview question")
-    return RuleFiring("evidence_not_answering", p_no >= threshold, detail)
+    return RuleFiring("evidence_not_answering", p_no >= threshold,
+                      f"P(not answered) {p_no:.2f} vs threshold {threshold:.2f}")
 
 
 # "Summarize this paper", "what problem does it address", "what do these two
