@@ -157,10 +157,11 @@ class Answerer:
             self._decline(answer, d, interpreted)
             yield done()
             return
-        if self._checks(pinned) and not R.asks_overview(interpreted):
+        skip = self._check_skipped(pinned, interpreted)
+        if skip is None:
             yield StreamEvent("status", "Checking the evidence…")
         try:
-            self._verdict(interpreted, hits, chosen, pinned, trace)
+            self._verdict(interpreted, hits, chosen, pinned, trace, skip)
         except _Declined as d:
             self._decline(answer, d, interpreted)
             yield done()
@@ -263,17 +264,16 @@ class Answerer:
         return chosen, messages, raw
 
     def _verdict(self, q: str, hits: list[SearchHit], chosen: list[Candidate], pinned: list[str],
-                 trace: list[RuleFiring]) -> None:
+                 trace: list[RuleFiring], skip: str | None) -> None:
         """Rule evidence_not_answering: a fresh, short prompt with only the
         chosen sentences and the question. The synthesis still continues the
         evidence conversation (the local model restores that prefix from its
         prompt cache). For pinned papers a "no" is the second kind of decline
         (the abstract does not state it); an overview question ("summarize
         it") is answered by any abstract, so the check never declines it."""
-        if not self._checks(pinned):
-            return
-        if R.asks_overview(q):  # the check could not decline it: spare its 1-3 s
-            trace.append(RuleFiring("evidence_not_answering", False, "an overview question; not checked"))
+        if skip is not None:
+            if skip:
+                trace.append(RuleFiring("evidence_not_answering", False, skip))
             return
         e = self.settings.evidence
         p_no = self._p_not_answering(q, chosen, hits)
@@ -303,11 +303,16 @@ class Answerer:
         verdict = parse_verdict(reply)
         return None if verdict is None else float(not verdict)
 
-    def _checks(self, pinned: list[str]) -> bool:
-        """Whether the evidence check runs (settings evidence_check, and for
-        pinned papers an evidence_check_pinned_threshold of at most 1)."""
+    def _check_skipped(self, pinned: list[str], q: str) -> str | None:
+        """Why the evidence check does not run: "" when it is turned off
+        (settings evidence_check, and for pinned papers an
+        evidence_check_pinned_threshold above 1), a reason for the trace when
+        the question is an overview (the check could not decline it: spare its
+        1-3 s); None when it runs."""
         e = self.settings.evidence
-        return e.evidence_check and (not pinned or e.evidence_check_pinned_threshold <= 1.0)
+        if not e.evidence_check or (pinned and e.evidence_check_pinned_threshold > 1.0):
+            return ""
+        return "an overview question; not checked" if R.asks_overview(q) else None
 
     def _terms(self, text: str) -> set[str]:
         """Stemmed content terms, as the BM25 index reads them."""

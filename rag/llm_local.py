@@ -145,7 +145,6 @@ class LocalLLM:
                     log.debug("closing the llama.cpp stream failed", exc_info=True)
             self._release(me)
 
-
     def option_probabilities(self, messages: Messages, prefix: str,
                              options: tuple[str, ...]) -> dict[str, float] | None:
         """The model's probability of each option as the next token after the
