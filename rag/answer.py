@@ -254,8 +254,12 @@ class Answerer:
                 trace.append(r)
         chosen, r = R.value_not_stated(q, chosen, cands)
         trace.append(r)
+        if not r.fired:
+            chosen, r = R.name_not_stated(q, chosen, cands, own=lambda c: heading(hits[c.hit].paper),
+                                          generic=self._generic)
+            trace.append(r)
         if r.fired:
-            # The model found the paper; only the asked value is missing from it.
+            # The model found the paper; only the asked value or name is missing from it.
             raise _Declined("missing_detail", target if target is not None else chosen[0].hit)
         titles = " ".join(heading(hits[h].paper) for h in {c.hit for c in chosen})
         chosen, r = R.question_part_uncovered(q, chosen, cands, self._terms, self._distinctive,

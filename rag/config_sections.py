@@ -151,6 +151,7 @@ class AnswerSettings(Section):
 
     support_threshold: float = 0.45
     synthesis_max_tokens: int = 160
+    extend_max_sentences: int = 3
 
 
 class UISettings(Section):

@@ -8,7 +8,7 @@ it was not written from (see README, "Decision rules").
 
 Gates before the model:  off_topic, unknown_name.
 Evidence decisions:      no_evidence, off_question_evidence, value_not_stated,
-                         named_paper_missing, one_sided_comparison,
+                         name_not_stated, named_paper_missing, one_sided_comparison,
                          question_part_uncovered, evidence_not_answering.
 After the synthesis:     claim_not_in_evidence, evidence_extended, says_not_stated,
                          all_claims_withdrawn.
@@ -182,6 +182,61 @@ def value_not_stated(question: str, chosen: list[Candidate],
     return chosen, RuleFiring("value_not_stated", True, "no chosen sentence states a new value")
 
 
+# "Which datasets…", "what base model does it fine-tune", "on which benchmark":
+# the asked thing is an artifact whose members go by proper names (COCO,
+# AgentDojo, Llama-3, MuJoCo). "Which paper…", "what kind of model" ask for no name.
+_ASKS_NAME = re.compile(
+    r"\b(?:which|what)\s+(?:(?!(?:of|kinds?|sorts?|types?|papers?|works?|stud(?:y|ies)|is|are|was|were|"
+    r"the|does|do|did|can|has|have)\b)[\w-]+\s+){0,3}?"
+    r"(datasets?|benchmarks?|backbones?|(?:base|pre-?trained|language|foundation)\s+models?|LLMs?|"
+    r"environments?|suites?|simulators?|GPUs?)\b", re.IGNORECASE)
+# A capitalised word inside a sentence (not its first word) is a proper name.
+_PROPER = re.compile(r"(?<=[a-z0-9,;:()]\s)[A-Z][a-z]+(?:[-.][A-Za-z0-9]+)*\b")
+
+
+def asks_name(question: str) -> bool:
+    """The question asks which dataset, benchmark, backbone, base model or environment."""
+    return bool(_ASKS_NAME.search(question))
+
+
+def names_in(text: str) -> set[str]:
+    """Names a sentence states: name-like tokens and numbers with letters
+    (GPT-4o, 405B) and capitalised words inside it (Llama, Mistral)."""
+    found = {x for x in specifics(text) if any(ch.isalpha() for ch in x)}
+    return found | {m.group(0) for m in _PROPER.finditer(text)}
+
+
+def name_not_stated(question: str, chosen: list[Candidate], cands: Sequence[Candidate] = (),
+                    own=lambda c: "", generic=lambda name: False) -> tuple[list[Candidate], RuleFiring]:
+    """A question asking which named artifact (dataset, benchmark, base model)
+    whose chosen evidence names none beyond the question's own names and its
+    paper's title (``own(candidate)``; a field's term, ``generic``, names
+    nothing). Before firing, a candidate sentence of the chosen papers that
+    names one and holds the question's terms (at least two) replaces the evidence."""
+    if not asks_name(question):
+        return chosen, RuleFiring("name_not_stated", False, "question asks for no name")
+    asked = normalise(question)
+    stem = stemmer()
+
+    def states(c: Candidate) -> bool:
+        skip = normalise(own(c))
+        return any(normalise(x) not in asked and normalise(x) not in skip and not generic(x)
+                   for x in names_in(c.text))
+
+    for c in chosen:
+        if states(c):
+            return chosen, RuleFiring("name_not_stated", False, f"sentence [{c.id}] states a name")
+    focus = stem.terms(question)
+    papers = {c.hit for c in chosen}
+    fits = [c for c in cands if c.hit in papers and states(c)
+            and len(focus & stem.terms(c.text)) >= min(2, len(focus))]
+    if fits:
+        best = max(fits, key=lambda c: c.relevance)
+        return [best], RuleFiring("name_not_stated", False,
+                                  f"replaced by [{best.id}], which states a name in the question's terms")
+    return chosen, RuleFiring("name_not_stated", True, "no chosen sentence names what is asked")
+
+
 def named_papers(question: str, hits: list[SearchHit], corpus: Sequence[str] = (),
                  limit: int = GENERIC_NAME_PAPERS) -> dict[str, list[int]]:
     """Names in the question (MELON, MeCo, NS-DPO) that are the own name of
@@ -287,15 +342,22 @@ def claim_not_in_evidence(sentence: str, evidence: Sequence[str], question: str,
                           generic=lambda name: False) -> RuleFiring:
     """A synthesis sentence asserts a number or name its cited evidence does
     not contain (a field's common term, ``generic(name)``, such as LLM, is no claim)."""
+    missing = unstated_specifics(sentence, evidence, question, generic)
+    return RuleFiring("claim_not_in_evidence", bool(missing),
+                      f"not in its evidence: {', '.join(missing)}" if missing else "ok")
+
+
+def unstated_specifics(sentence: str, evidence: Sequence[str], question: str,
+                       generic=lambda name: False) -> list[str]:
+    """The numbers and names a sentence asserts that neither its evidence nor
+    the question contains (a number counts as stated when its value is:
+    "3,000" for "3K"; a field's common term is no claim)."""
     known = normalise(" ".join(evidence) + " " + question)
     known_values = values(" ".join(evidence) + " " + question)
     text, _ = strip_markers(sentence)
-    # A number counts as stated when its value is ("3,000" for "3K").
-    missing = sorted(x for x in specifics(text) if normalise(x) not in known
-                     and not (values(x) and values(x) <= known_values)
-                     and not (not any(ch.isdigit() for ch in x) and generic(x)))
-    return RuleFiring("claim_not_in_evidence", bool(missing),
-                      f"not in its evidence: {', '.join(missing)}" if missing else "ok")
+    return sorted(x for x in specifics(text) if normalise(x) not in known
+                  and not (values(x) and values(x) <= known_values)
+                  and not (not any(ch.isdigit() for ch in x) and generic(x)))
 
 
 def all_claims_withdrawn(sentences: Sequence) -> RuleFiring:

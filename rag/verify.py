@@ -45,6 +45,10 @@ class SynthesisChecker:
             sims = vecs[: len(clean)] @ vecs[len(clean):].T
             for i, (body, marks) in enumerate(clean):
                 cited = [by_id[m] for m in marks if m in by_id] or [chosen[int(np.argmax(sims[i]))]]
+                # Quotes are shown per paper: a claim citing one of a paper's
+                # evidence sentences is backed by all of them (the model often
+                # cites the paper's first sentence for a fact in its second).
+                cited = [c for c in chosen if c.hit in {x.hit for x in cited}]
                 best = max(cited, key=lambda c: sims[i, chosen.index(c)])
                 # A paper's own title and name are not claims that need evidence.
                 named = [heading(answer.retrieved[c.hit].paper) for c in cited]
@@ -56,8 +60,8 @@ class SynthesisChecker:
                 if ((claim.fired or support < s.answer.support_threshold)
                         and (extra := self._extend(answer, cited, body, q, named))):
                     claim = RuleFiring("claim_not_in_evidence", False, "ok after evidence_extended")
-                    ev_texts.append(extra[0])
-                    nums.add(extra[1])
+                    ev_texts += [t for t, _ in extra]
+                    nums |= {n for _, n in extra}
                     support = self._support(body, ev_texts, title)
                 ss = SentenceSupport(
                     text=body, citations=sorted(nums), support=support,
@@ -97,50 +101,83 @@ class SynthesisChecker:
         return round(0.5 * lex + 0.5 * max(cos, 0.0), 3)
 
     def _extend(self, answer: Answer, cited: list[Candidate], body: str, q: str,
-                named: list[str]) -> tuple[str, int] | None:
+                named: list[str]) -> list[tuple[str, int]]:
         """Rule evidence_extended: a synthesis claim that its cited sentences do
-        not back (a number or name they lack, or low support), but another
-        sentence of a cited abstract, or of a retrieved paper the claim names,
-        does, adds that sentence, verbatim, to the evidence instead of being
-        withdrawn. Returns (sentence, citation number)."""
+        not back (a number or name they lack, or low support), but other
+        sentences of a cited abstract, or of a retrieved paper the claim names,
+        do, adds those sentences, verbatim, to the evidence instead of being
+        withdrawn. One sentence is tried first; a claim gathered from several
+        sentences (a list of datasets, a number from the next sentence) gets
+        up to ``AQA_EXTEND_MAX_SENTENCES``, each adding a number or name it
+        asserts. Returns (sentence, citation number) pairs; empty when none back it."""
         hits = answer.retrieved
         papers = list(dict.fromkeys(hits[c.hit].paper.paper_id for c in cited))
         papers += [h.paper.paper_id for h in hits[: self.settings.evidence.evidence_papers]
                    if h.paper.paper_id not in papers and _names_in(h.paper, body)]
         by_id = {h.paper.paper_id: h.paper for h in hits}
+        cited_texts = [x.text for x in cited]
+        pool: list[tuple[str, str]] = []  # (paper id, sentence), each paper's closest first
         for pid in papers:
             paper = by_id[pid]
-            own = [heading(paper)]
             sents = [t for t in split_sentences(paper.abstract)
                      if t not in (x.text for x in answer.evidence)]
             if not sents:
                 continue
             vecs = np.asarray(self.embedder.embed_texts([body] + sents))
-            order = np.argsort(-(vecs[1:] @ vecs[0]))
-            for j in order:
-                sent = sents[int(j)]
-                known = [x.text for x in cited] + named + own + [sent]
-                if R.claim_not_in_evidence(body, known, q, self.generic).fired:
-                    continue
-                if self._support(body, [x.text for x in cited] + [sent],
-                                 paper.title) < self.settings.answer.support_threshold:
-                    continue
-                n = next((e.number for e in answer.evidence if e.paper_id == pid), None)
-                rel = round(float(np.asarray(self.embedder.embed_texts([sent]))[0]
-                                  @ np.asarray(self.embedder.embed_query(q))), 4)
-                if n is None:  # a retrieved paper the claim names joins the citations
-                    n = max((c.number for c in answer.citations), default=0) + 1
-                    answer.citations.append(Citation(number=n, paper=paper, snippet="", score=0.0,
-                                                     relevance=rel, quotes=[]))
-                answer.evidence.append(Evidence(n, pid, sent, rel))
-                cit = next(x for x in answer.citations if x.number == n)
-                cit.quotes.append(sent)
-                cit.snippet = " ".join(cit.quotes)
-                cit.relevance = max(cit.relevance, rel)
-                answer.rules.append(RuleFiring(
-                    "evidence_extended", True, f"added “{sent[:60]}…” for: {body[:60]}"))
-                return sent, n
-        return None
+            pool += [(pid, sents[int(j)]) for j in np.argsort(-(vecs[1:] @ vecs[0]))]
+        if not pool:
+            return []
+        heads = {pid: heading(by_id[pid]) for pid in papers}
+        for pid, sent in pool:
+            if self._backs(body, cited_texts, named + [heads[pid]], sent, q, by_id[pid].title):
+                return [self._add(answer, pid, by_id[pid], sent, body, q)]
+        # Several sentences: greedily the one stating most of what is still unstated.
+        picked: list[tuple[str, str]] = []
+        known = cited_texts + named + list(heads.values())
+        missing = set(R.unstated_specifics(body, known, q, self.generic))
+        while missing and len(picked) < self.settings.answer.extend_max_sentences:
+            gains = [(len(missing - set(R.unstated_specifics(body, known + [p[1]], q, self.generic))), i)
+                     for i, p in enumerate(pool) if p not in picked]
+            gain, i = max(gains, key=lambda g: (g[0], -g[1]), default=(0, -1))
+            if gain == 0:
+                break
+            picked.append(pool[i])
+            known.append(pool[i][1])
+            missing = set(R.unstated_specifics(body, known, q, self.generic))
+        if missing or len(picked) < 2:
+            return []
+        title = by_id[picked[0][0]].title
+        if self._support(body, cited_texts + [t for _, t in picked], title) \
+                < self.settings.answer.support_threshold:
+            return []
+        return [self._add(answer, pid, by_id[pid], sent, body, q) for pid, sent in picked]
+
+    def _backs(self, body: str, cited: list[str], named: list[str], sent: str, q: str,
+               title: str) -> bool:
+        """``sent`` with the cited sentences states every number and name of the
+        claim (names of the papers aside) and supports it."""
+        if R.claim_not_in_evidence(body, cited + named + [sent], q, self.generic).fired:
+            return False
+        return self._support(body, cited + [sent], title) >= self.settings.answer.support_threshold
+
+    def _add(self, answer: Answer, pid: str, paper, sent: str, body: str, q: str) -> tuple[str, int]:
+        """Adds ``sent`` of ``paper`` to the evidence and its citation (a new
+        citation for a retrieved paper not yet cited); returns (sentence, number)."""
+        n = next((e.number for e in answer.evidence if e.paper_id == pid), None)
+        rel = round(float(np.asarray(self.embedder.embed_texts([sent]))[0]
+                          @ np.asarray(self.embedder.embed_query(q))), 4)
+        if n is None:
+            n = max((c.number for c in answer.citations), default=0) + 1
+            answer.citations.append(Citation(number=n, paper=paper, snippet="", score=0.0,
+                                             relevance=rel, quotes=[]))
+        answer.evidence.append(Evidence(n, pid, sent, rel))
+        cit = next(x for x in answer.citations if x.number == n)
+        cit.quotes.append(sent)
+        cit.snippet = " ".join(cit.quotes)
+        cit.relevance = max(cit.relevance, rel)
+        answer.rules.append(RuleFiring(
+            "evidence_extended", True, f"added “{sent[:60]}…” for: {body[:60]}"))
+        return sent, n
 
 
 def _names_in(paper, text: str) -> bool:

@@ -340,6 +340,42 @@ def test_rule_evidence_extended_adds_the_sentence_stating_the_claim(fake_engine)
     assert all(q in a.citations[0].paper.abstract for q in a.citations[0].quotes)
 
 
+def test_rule_evidence_extended_gathers_a_claim_stated_across_two_sentences(fake_engine):
+    # One claim joins the 11.3% result and the 64.7% saving, stated in two
+    # other sentences of the abstract than the one chosen: both join the
+    # evidence, verbatim, and the claim stands.
+    synth = lambda s: (  # noqa: E731
+        f"ShieldAgent outperforms prior methods by 11.3% and cuts API queries by 64.7% "
+        f"{ids_of('verifiable rules', s)}.")
+    eng = fake_engine(llm=ScriptedLLM(pick("verifiable rules"), synth), evidence_floor=0.0)
+    a = eng.ask("How does ShieldAgent work, and with what results?")
+    assert not a.declined, a.text
+    assert not a.sentences[0].withdrawn, a.sentences[0].withdrawn_reason
+    quotes = a.citations[0].quotes
+    assert any("11.3%" in q for q in quotes) and any("64.7%" in q for q in quotes)
+    assert all(q in a.citations[0].paper.abstract for q in quotes)
+    assert sum(r.name == "evidence_extended" and r.fired for r in a.rules) == 2
+    # Capped at one added sentence, the same claim cannot be backed: withdrawn.
+    eng = fake_engine(llm=ScriptedLLM(pick("verifiable rules"), synth), evidence_floor=0.0,
+                      extend_max_sentences=1)
+    a = eng.ask("How does ShieldAgent work, and with what results?")
+    assert a.declined and "all_claims_withdrawn" in rules_fired(a)
+
+
+def test_a_claim_is_backed_by_every_evidence_sentence_of_the_paper_it_cites(fake_engine):
+    # Both facts are in the chosen evidence, in two sentences of one paper; the
+    # claim cites only the first. Quotes are shown per paper, so it stands.
+    both = lambda sents: [i for i, t in sents.items() if "11.3%" in t or "64.7%" in t]  # noqa: E731
+    synth = lambda s: (  # noqa: E731
+        f"ShieldAgent outperforms prior methods by 11.3% and cuts API queries by 64.7% "
+        f"{ids_of('11.3%', s)}.")
+    eng = fake_engine(llm=ScriptedLLM(both, synth), evidence_floor=0.0, extend_max_sentences=0)
+    a = eng.ask("How does ShieldAgent work, and with what results?")
+    assert not a.declined, a.text
+    assert not a.sentences[0].withdrawn, a.sentences[0].withdrawn_reason
+    assert "evidence_extended" not in rules_fired(a)
+
+
 def test_rule_all_claims_withdrawn_declines_as_missing_detail(fake_engine):
     # The model picks a sentence, then can only answer with a number no abstract states.
     eng = fake_engine(llm=ScriptedLLM(pick("verifiable rules"), "ShieldAgent uses 512 GPUs [1]."),
@@ -363,6 +399,32 @@ def test_rule_value_not_stated_takes_a_sentence_stating_the_value_in_the_questio
     # No sentence holds the asked quantity's terms: the rule fires.
     chosen, r = value_not_stated("How many GPUs were used to train LEMoN?", c[:1], c)
     assert r.fired and chosen == c[:1]
+
+
+def test_rule_name_not_stated_needs_a_name_beyond_the_question_and_the_title():
+    from rag.evidence import Candidate
+    from rag.rules import asks_name, name_not_stated
+
+    title = lambda c: "LEMoN: Label Error Detection"  # noqa: E731
+    c = [Candidate(1, 0, "LEMoN identifies label errors in image-caption data.", 0.6, 0),
+         Candidate(2, 0, "On the MSCOCO and Flickr30k datasets LEMoN finds label errors.", 0.5, 1),
+         Candidate(3, 0, "It improves captioning when trained on cleaned data.", 0.4, 2)]
+    chosen, r = name_not_stated("Which datasets is LEMoN evaluated on?", c[:1], c, own=title)
+    assert not r.fired and [x.id for x in chosen] == [2]  # the sentence naming datasets
+    # Only the paper's own name and unnamed "cleaned data": the rule fires.
+    chosen, r = name_not_stated("Which base model does LEMoN fine-tune?", c[:1], [c[0], c[2]], own=title)
+    assert r.fired and chosen == c[:1]
+    # A capitalised word inside a sentence is a name; a field's term is not.
+    d = [Candidate(1, 0, "The method fine-tunes Mistral with a new loss.", 0.6, 0)]
+    assert not name_not_stated("What base model does it fine-tune?", d, d, own=title)[1].fired
+    e = [Candidate(1, 0, "The method fine-tunes an LLM with a new loss.", 0.6, 0)]
+    assert name_not_stated("What base model does it fine-tune?", e, e, own=title,
+                           generic=lambda n: n == "LLM")[1].fired
+    # Questions asking for a paper or a kind of thing ask for no name.
+    assert not asks_name("Which paper proposes a new benchmark for agents?")
+    assert not asks_name("What kind of generative model acts as the decoder?")
+    assert asks_name("On which indirect prompt injection benchmark is MELON evaluated?")
+    assert asks_name("Which CLIP backbone does it use?")
 
 
 def test_generic_acronyms_name_no_paper(fake_engine):
