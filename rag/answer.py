@@ -249,7 +249,9 @@ class Answerer:
             trace.append(r)
             if r.fired:
                 raise _Declined("missing_detail", target)
-            if not named:
+            # A comparison that names one paper and describes the other ("DRAGO
+            # and the policy-committee approach") still needs the second paper.
+            if len({i for v in named.values() for i in v}) < 2:
                 chosen, r = R.one_sided_comparison(q, chosen, cands, s)
                 trace.append(r)
         chosen, r = R.value_not_stated(q, chosen, cands)

@@ -322,11 +322,23 @@ def is_comparative(question: str) -> bool:
     return bool(_COMPARATIVE.search(question))
 
 
+# "…compared with the baseline", "versus prior methods": a paper's own comparison.
+_AGAINST_BASELINE = re.compile(
+    r"\b(?:compared?d?|comparison|relative|versus|vs\.?|against|over|than)\s+(?:with\s+|to\s+)?"
+    r"(?:the\s+|its\s+|their\s+)?(?:[\w-]+\s+)?(?:baselines?|prior|previous|existing|standard|"
+    r"vanilla|state[- ]of[- ]the[- ]art|sota)\b", re.IGNORECASE)
+
+
+def compares_papers(question: str) -> bool:
+    """A comparison between papers, not a paper against its own baselines."""
+    return is_comparative(_AGAINST_BASELINE.sub(" ", question))
+
+
 def one_sided_comparison(question: str, chosen: list[Candidate], cands: list[Candidate],
                          s: Settings) -> tuple[list[Candidate], RuleFiring]:
     """A comparative question ("how do … differ") whose evidence covers one
     paper gains the closest sentence of the next-ranked paper, if it is close."""
-    if not is_comparative(question) or len({c.hit for c in chosen}) != 1:
+    if not compares_papers(question) or len({c.hit for c in chosen}) != 1:
         return chosen, RuleFiring("one_sided_comparison", False, "not a one-sided comparison")
     have = chosen[0].hit
     others = [c for c in cands if c.hit != have and c.relevance >= s.evidence.evidence_floor]

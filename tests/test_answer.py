@@ -323,6 +323,20 @@ def test_rule_one_sided_comparison_adds_the_second_paper():
     assert r.fired and [x.id for x in chosen] == [1, 3]  # next-ranked paper, its closest sentence
     chosen, r = one_sided_comparison("What does the method achieve?", c[:1], c, s)
     assert not r.fired and chosen == c[:1]
+    # A paper against its own baseline is no comparison between papers.
+    chosen, r = one_sided_comparison("What score does it reach, compared with the baseline?", c[:1], c, s)
+    assert not r.fired and chosen == c[:1]
+
+
+def test_a_comparison_naming_one_paper_and_describing_the_other_gets_both(fake_engine):
+    # Only ShieldAgent is named; the other side is described. The model picks
+    # ShieldAgent's sentences only, so the evidence gains the next paper's.
+    eng = fake_engine(llm=ScriptedLLM(pick("ShieldAgent"), "They differ."), evidence_floor=0.0)
+    a = eng.ask("How does ShieldAgent, the guardrail agent enforcing safety policy, differ "
+                "from the defense against indirect prompt injection attacks?")
+    fired = [r for r in a.rules if r.name == "one_sided_comparison"]
+    assert fired and fired[0].fired, a.rules
+    assert len({e.paper_id for e in a.evidence}) == 2
 
 
 def test_rule_evidence_extended_adds_the_sentence_stating_the_claim(fake_engine):
