@@ -194,7 +194,7 @@ class Answerer:
             named = sorted({i for v in self._named(q, hits).values() for i in v})
             # "Compare AdvAgent and Speak Easy": one recognised name in a comparison
             # may leave the other paper unnamed, so the search results stay in.
-            if len(named) < 2 and R.is_comparative(q):
+            if len(named) < 2 and R.compares_papers(q, one_named=len(named) == 1):
                 named = []
             if not named:
                 return candidates(q, hits[: s.evidence.evidence_papers], self.embedder,
@@ -251,8 +251,9 @@ class Answerer:
                 raise _Declined("missing_detail", target)
             # A comparison that names one paper and describes the other ("DRAGO
             # and the policy-committee approach") still needs the second paper.
-            if len({i for v in named.values() for i in v}) < 2:
-                chosen, r = R.one_sided_comparison(q, chosen, cands, s)
+            n_named = len({i for v in named.values() for i in v})
+            if n_named < 2:
+                chosen, r = R.one_sided_comparison(q, chosen, cands, s, one_named=n_named == 1)
                 trace.append(r)
         chosen, r = R.value_not_stated(q, chosen, cands)
         trace.append(r)

@@ -329,16 +329,25 @@ _AGAINST_BASELINE = re.compile(
     r"vanilla|state[- ]of[- ]the[- ]art|sota)\b", re.IGNORECASE)
 
 
-def compares_papers(question: str) -> bool:
-    """A comparison between papers, not a paper against its own baselines."""
-    return is_comparative(_AGAINST_BASELINE.sub(" ", question))
+# With one paper named, "both", "each of" and "the two" mostly mean two parts
+# of it ("what are the two key components of DRAGO"): only these compare papers.
+_COMPARES = re.compile(
+    r"\b(?:compare[sd]?|comparison|contrast\w*|differ\w*|difference\w*|versus|vs\.?|"
+    r"similarit\w*|in common)\b", re.IGNORECASE)
+
+
+def compares_papers(question: str, one_named: bool = False) -> bool:
+    """A comparison between papers, not a paper against its own baselines;
+    with ``one_named`` (the question names one paper) only a comparison word counts."""
+    text = _AGAINST_BASELINE.sub(" ", question)
+    return bool(_COMPARES.search(text)) if one_named else is_comparative(text)
 
 
 def one_sided_comparison(question: str, chosen: list[Candidate], cands: list[Candidate],
-                         s: Settings) -> tuple[list[Candidate], RuleFiring]:
+                         s: Settings, one_named: bool = False) -> tuple[list[Candidate], RuleFiring]:
     """A comparative question ("how do … differ") whose evidence covers one
     paper gains the closest sentence of the next-ranked paper, if it is close."""
-    if not compares_papers(question) or len({c.hit for c in chosen}) != 1:
+    if not compares_papers(question, one_named) or len({c.hit for c in chosen}) != 1:
         return chosen, RuleFiring("one_sided_comparison", False, "not a one-sided comparison")
     have = chosen[0].hit
     others = [c for c in cands if c.hit != have and c.relevance >= s.evidence.evidence_floor]

@@ -326,6 +326,12 @@ def test_rule_one_sided_comparison_adds_the_second_paper():
     # A paper against its own baseline is no comparison between papers.
     chosen, r = one_sided_comparison("What score does it reach, compared with the baseline?", c[:1], c, s)
     assert not r.fired and chosen == c[:1]
+    # With one paper named, "the two" means two parts of it; "differ" still compares.
+    q = "What are the two key components of DRAGO?"
+    assert one_sided_comparison(q, c[:1], c, s)[1].fired
+    assert not one_sided_comparison(q, c[:1], c, s, one_named=True)[1].fired
+    q = "How does DRAGO differ from the policy-committee approach?"
+    assert one_sided_comparison(q, c[:1], c, s, one_named=True)[1].fired
 
 
 def test_a_comparison_naming_one_paper_and_describing_the_other_gets_both(fake_engine):
