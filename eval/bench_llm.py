@@ -29,6 +29,11 @@ def bench_llm(ctx: BenchContext) -> dict[str, Any]:
     eng = ctx.engine(ctx.root / f"idx-57-{ctx.provider}", llm=llm, **over)
     eng.ingest([BUNDLED_CORPUS], prune=True, progress=False)
     say(f"\n## LLM ({llm.name}; load + 1 token {load_s:.2f} s)")
+    prefill = prefill_rate(llm, eng)
+    if prefill:
+        say(f"- prompt reading (prefill): {prefill['prefill_tokens_per_s']} tok/s; "
+            f"{prefill['prefill_tokens']} tokens take {prefill['prefill_s']} s, the floor under "
+            "any first token that reads an evidence prompt of that length")
     questions = llm_questions(ctx, eng, ctx.cfg["llm_questions"])
     runs = []
     for q in questions:
@@ -50,6 +55,9 @@ def bench_llm(ctx: BenchContext) -> dict[str, Any]:
             "ttft_s": _r(answer.timings.ttft_ms / 1000 if answer and answer.timings.ttft_ms
                          else None),
             "retrieval_ms": answer.timings.retrieval_ms if answer else None,
+            # When the chosen, checked evidence (the quotes) is shown, before the synthesis.
+            "evidence_s": _r(answer.timings.evidence_ms / 1000 if answer and answer.timings.evidence_ms
+                             else None),
             "total_s": _r(time.perf_counter() - t0),
             "tokens": n_tok,
             "tokens_per_s": _r((n_tok - 1) / gen_s) if gen_s > 0 and n_tok > 1 else None,
@@ -69,12 +77,37 @@ def bench_llm(ctx: BenchContext) -> dict[str, Any]:
            "ttft_client_s_p50": pct("ttft_client_s", 50),
            "ttft_client_s_p95": pct("ttft_client_s", 95),
            "answer_s_p50": pct("total_s", 50), "answer_s_p95": pct("total_s", 95),
+           "evidence_s_p50": pct("evidence_s", 50), "evidence_s_p95": pct("evidence_s", 95),
            "tokens_per_s_median": pct("tokens_per_s", 50),
+           **(prefill or {}),
            "peak_rss_mb": peak_rss_mb()}
     say(f"TTFT p50 {out['ttft_s_p50']} s, p95 {out['ttft_s_p95']} s (caller-side p50 "
         f"{out['ttft_client_s_p50']} s); answer p50 {out['answer_s_p50']} s, p95 "
-        f"{out['answer_s_p95']} s over {len(runs)} questions")
+        f"{out['answer_s_p95']} s over {len(runs)} questions; evidence shown p50 "
+        f"{out['evidence_s_p50']} s")
     return out
+
+
+PREFILL_TOKENS = 450  # about one evidence prompt (9 numbered sentences, instructions, question)
+
+
+def prefill_rate(llm: Any, eng: Any, n: int = PREFILL_TOKENS) -> dict[str, Any] | None:
+    """The local model's prompt-reading speed: ``n`` tokens of abstract text
+    evaluated from an empty context (None for servers and fakes)."""
+    load = getattr(llm, "load", None)
+    if load is None:
+        return None
+    model = load()
+    text = " ".join(p.abstract for p in eng.papers())
+    toks = model.tokenize(text.encode("utf-8"))[:n]
+    if len(toks) < n:
+        return None
+    model.reset()
+    t0 = time.perf_counter()
+    model.eval(toks)
+    dt = time.perf_counter() - t0
+    model.reset()
+    return {"prefill_tokens": n, "prefill_s": _r(dt), "prefill_tokens_per_s": _r(n / dt)}
 
 
 def llm_questions(ctx: BenchContext, eng: Any, n: int) -> list[str]:

@@ -60,3 +60,22 @@ def test_prompt_cache_keeps_the_evidence_prefix_across_the_check():
     off = LocalLLM(s.updated(llm_prompt_cache_mb=0))
     "".join(off.stream_chat(short, max_tokens=2, temperature=0.0))
     assert off.load().cache is None
+
+
+def test_bench_prefill_rate_reads_a_real_prompt():
+    """``aqa bench llm`` reports the local model's prompt-reading speed, the
+    floor under any first token (real tiny model; servers and fakes give None)."""
+    from types import SimpleNamespace
+
+    from eval.bench_llm import prefill_rate
+    from rag.llm_local import LocalLLM
+    from tests.fakes import FakeLLM
+
+    paper = SimpleNamespace(abstract="Agents call tools and read their outputs. " * 60)
+    eng = SimpleNamespace(papers=lambda: [paper])
+    llm = LocalLLM(Settings(_env_file=None, local_model="smollm2-135m"))
+    r = prefill_rate(llm, eng, n=64)
+    assert r and r["prefill_tokens"] == 64 and r["prefill_s"] >= 0 and r["prefill_tokens_per_s"] > 0
+    assert prefill_rate(FakeLLM(reply="x"), eng) is None
+    # Too little text for the asked length: no figure rather than a wrong one.
+    assert prefill_rate(llm, SimpleNamespace(papers=lambda: []), n=64) is None
