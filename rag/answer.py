@@ -194,7 +194,7 @@ class Answerer:
             named = sorted({i for v in self._named(q, hits).values() for i in v})
             # "Compare AdvAgent and Speak Easy": one recognised name in a comparison
             # may leave the other paper unnamed, so the search results stay in.
-            if len(named) < 2 and R.compares_papers(q, one_named=len(named) == 1):
+            if len(named) < 2 and R.is_comparative(q):
                 named = []
             if not named:
                 return candidates(q, hits[: s.evidence.evidence_papers], self.embedder,

@@ -345,6 +345,17 @@ def test_a_comparison_naming_one_paper_and_describing_the_other_gets_both(fake_e
     assert len({e.paper_id for e in a.evidence}) == 2
 
 
+def test_one_named_paper_with_both_still_searches_for_the_other(fake_engine):
+    # "MELON and <described paper> both…": one recognised name in a comparison;
+    # the search results stay in, so the other paper's sentences can be chosen.
+    either = lambda sents: [i for i, t in sents.items()  # noqa: E731
+                            if "MELON" in t or "ShieldAgent" in t][:4]
+    eng = fake_engine(llm=ScriptedLLM(either, "They differ."), evidence_floor=0.0)
+    a = eng.ask("MELON and the guardrail agent enforcing safety policy both protect LLM agents "
+                "against indirect prompt injection attacks. What does each check?")
+    assert len({e.paper_id for e in a.evidence}) == 2, [e.text[:40] for e in a.evidence]
+
+
 def test_rule_evidence_extended_adds_the_sentence_stating_the_claim(fake_engine):
     # The model chooses the 11.3% sentence but also writes the 3K-pairs fact,
     # stated in another sentence of the same abstract: that sentence joins the
