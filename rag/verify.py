@@ -110,6 +110,8 @@ class SynthesisChecker:
         sentences (a list of datasets, a number from the next sentence) gets
         up to ``AQA_EXTEND_MAX_SENTENCES``, each adding a number or name it
         asserts. Returns (sentence, citation number) pairs; empty when none back it."""
+        if self.settings.answer.extend_max_sentences < 1:  # the rule is off
+            return []
         hits = answer.retrieved
         papers = list(dict.fromkeys(hits[c.hit].paper.paper_id for c in cited))
         papers += [h.paper.paper_id for h in hits[: self.settings.evidence.evidence_papers]

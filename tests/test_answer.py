@@ -371,6 +371,11 @@ def test_rule_evidence_extended_adds_the_sentence_stating_the_claim(fake_engine)
     assert all(q in a.citations[0].paper.abstract for q in a.citations[0].quotes)
 
 
+def synth_one(s):
+    return (f"ShieldAgent outperforms prior methods by 11.3% {ids_of('11.3%', s)}. "
+            f"ShieldAgent-Bench has 3K safety-related pairs {ids_of('11.3%', s)}.")
+
+
 def test_rule_evidence_extended_gathers_a_claim_stated_across_two_sentences(fake_engine):
     # One claim joins the 11.3% result and the 64.7% saving, stated in two
     # other sentences of the abstract than the one chosen: both join the
@@ -391,6 +396,11 @@ def test_rule_evidence_extended_gathers_a_claim_stated_across_two_sentences(fake
                       extend_max_sentences=1)
     a = eng.ask("How does ShieldAgent work, and with what results?")
     assert a.declined and "all_claims_withdrawn" in rules_fired(a)
+    # 0 turns the rule off: not even the one-sentence extension runs.
+    eng = fake_engine(llm=ScriptedLLM(pick("11.3%"), synth_one), extend_max_sentences=0)
+    a = eng.ask(SHIELD_Q)
+    assert "evidence_extended" not in rules_fired(a)
+    assert any(s.withdrawn for s in a.sentences)
 
 
 def test_a_claim_is_backed_by_every_evidence_sentence_of_the_paper_it_cites(fake_engine):
