@@ -168,18 +168,30 @@ def value_not_stated(question: str, chosen: list[Candidate],
         # A count of X is stated only where X is named ("how many GPUs" needs "GPUs").
         return new and (not measure or bool(measure & stem.terms(c.text)))
 
+    return _stated_or_replaced("value_not_stated", "a value", question, chosen, cands, states,
+                               "no chosen sentence states a new value")
+
+
+def _stated_or_replaced(rule: str, what: str, question: str, chosen: list[Candidate],
+                        cands: Sequence[Candidate], states,
+                        fired: str) -> tuple[list[Candidate], RuleFiring]:
+    """Shared by value_not_stated and name_not_stated: the evidence stands if a
+    chosen sentence ``states`` what is asked; else a candidate of the chosen
+    papers that does, and holds the question's terms (at least two), replaces
+    it; else the rule fires."""
     for c in chosen:
         if states(c):
-            return chosen, RuleFiring("value_not_stated", False, f"sentence [{c.id}] states a value")
+            return chosen, RuleFiring(rule, False, f"sentence [{c.id}] states {what}")
+    stem = stemmer()
     focus = stem.terms(question)
     papers = {c.hit for c in chosen}
     fits = [c for c in cands if c.hit in papers and states(c)
             and len(focus & stem.terms(c.text)) >= min(2, len(focus))]
     if fits:
         best = max(fits, key=lambda c: c.relevance)
-        return [best], RuleFiring("value_not_stated", False,
-                                  f"replaced by [{best.id}], which states a value in the question's terms")
-    return chosen, RuleFiring("value_not_stated", True, "no chosen sentence states a new value")
+        return [best], RuleFiring(rule, False,
+                                  f"replaced by [{best.id}], which states {what} in the question's terms")
+    return chosen, RuleFiring(rule, True, fired)
 
 
 # "Which datasets…", "what base model does it fine-tune", "on which benchmark":
@@ -216,25 +228,14 @@ def name_not_stated(question: str, chosen: list[Candidate], cands: Sequence[Cand
     if not asks_name(question):
         return chosen, RuleFiring("name_not_stated", False, "question asks for no name")
     asked = normalise(question)
-    stem = stemmer()
 
     def states(c: Candidate) -> bool:
         skip = normalise(own(c))
         return any(normalise(x) not in asked and normalise(x) not in skip and not generic(x)
                    for x in names_in(c.text))
 
-    for c in chosen:
-        if states(c):
-            return chosen, RuleFiring("name_not_stated", False, f"sentence [{c.id}] states a name")
-    focus = stem.terms(question)
-    papers = {c.hit for c in chosen}
-    fits = [c for c in cands if c.hit in papers and states(c)
-            and len(focus & stem.terms(c.text)) >= min(2, len(focus))]
-    if fits:
-        best = max(fits, key=lambda c: c.relevance)
-        return [best], RuleFiring("name_not_stated", False,
-                                  f"replaced by [{best.id}], which states a name in the question's terms")
-    return chosen, RuleFiring("name_not_stated", True, "no chosen sentence names what is asked")
+    return _stated_or_replaced("name_not_stated", "a name", question, chosen, cands, states,
+                               "no chosen sentence names what is asked")
 
 
 def named_papers(question: str, hits: list[SearchHit], corpus: Sequence[str] = (),
