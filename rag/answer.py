@@ -182,6 +182,7 @@ class Answerer:
             trace.append(RuleFiring("off_topic", True, "no paper retrieved"))
             raise _Declined("absent")
         boost = s.evidence.evidence_value_boost if R.asks_value(q) else 0.0
+        counts = {"counted": R.asked_measure(q), "count_boost": s.evidence.evidence_count_boost}
         if not pinned:
             if s.retrieval.retriever != "bm25":
                 top = max((h.dense_score or 0.0) for h in hits)
@@ -199,7 +200,8 @@ class Answerer:
             if not named:
                 return candidates(q, hits[: s.evidence.evidence_papers], self.embedder,
                                   total=s.evidence.evidence_sentences, per_paper=s.evidence.evidence_per_paper,
-                                  first_paper=s.evidence.evidence_top_paper, value_boost=boost), hits
+                                  first_paper=s.evidence.evidence_top_paper, value_boost=boost,
+                                  **counts), hits
             # A question that names its papers is answered from those papers.
             trace.append(RuleFiring("named_papers_only", True,
                                     ", ".join(name_of(hits[i].paper) for i in named)))
@@ -209,7 +211,7 @@ class Answerer:
             focus = len(hits)
         per = max(2, s.evidence.pinned_sentences // focus)
         return candidates(q, hits[:focus], self.embedder, total=per * focus, per_paper=per,
-                          value_boost=boost), hits
+                          value_boost=boost, **counts), hits
 
     def _choose(self, q: str, hits: list[SearchHit], cands: list[Candidate], pinned: list[str],
                 trace: list[RuleFiring], answer: Answer):

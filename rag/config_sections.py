@@ -90,6 +90,7 @@ class EvidenceSettings(Section):
     evidence_per_paper: int = 2
     evidence_top_paper: int = 4
     evidence_value_boost: float = 0.1
+    evidence_count_boost: float = 0.15  # added for a sentence stating a count of what "how many X" asks
     pinned_sentences: int = 12
     evidence_max_chosen: int = 4
     evidence_floor: float = 0.3

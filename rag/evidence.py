@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rag.labels import paper_name
-from rag.text import has_value, short_title, split_sentences
+from rag.text import has_value, short_title, split_sentences, states_count
 from rag.types import Paper, SearchHit
 
 
@@ -36,12 +36,16 @@ class Candidate:
 
 def candidates(question: str, hits: list[SearchHit], embedder, *, total: int,
                per_paper: int, first_paper: int | None = None,
-               value_boost: float = 0.0) -> list[Candidate]:
+               value_boost: float = 0.0, counted: set[str] | frozenset = frozenset(),
+               count_boost: float = 0.0) -> list[Candidate]:
     """The sentences most similar to the question, at most ``per_paper`` from
     one paper (``first_paper`` from the top-ranked one, which most often holds
     the answer) and ``total`` in all, grouped by paper (retrieval order) and
     in abstract order within a paper. ``value_boost`` favours sentences that
-    state a number, for questions that ask for one."""
+    state a number, for questions that ask for one; ``count_boost`` (added to
+    it) favours those that state a count of what a "how many X" question
+    counts (``counted``: X's stemmed words), which may share no other word
+    with a reworded question."""
     qv = embedder.embed_query(question)
     scored: list[tuple[float, int, int, str, float]] = []
     top = max((h.score for h in hits), default=0.0) or 1.0
@@ -54,6 +58,8 @@ def candidates(question: str, hits: list[SearchHit], embedder, *, total: int,
         prior = 0.1 * h.score / top
         for i, (t, sim) in enumerate(zip(sents, sims, strict=True)):
             boost = value_boost if value_boost and has_value(t) else 0.0
+            if count_boost and states_count(t, counted):
+                boost += count_boost
             scored.append((float(sim) + prior + boost, h_i, i, t, float(sim)))
     scored.sort(key=lambda x: -x[0])
     chosen: dict[int, list[tuple[int, str, float]]] = {}

@@ -29,6 +29,7 @@ from rag.text import (
     has_value,
     normalise,
     specifics,
+    states_count,
     stemmer,
     strip_markers,
     unlatex,
@@ -154,7 +155,8 @@ def value_not_stated(question: str, chosen: list[Candidate],
     """A question asking for a value (how many, what accuracy) whose chosen
     evidence states no number beyond those in the question. Before firing, a
     candidate sentence of the chosen papers that states a value and holds the
-    question's own terms (at least two of them) replaces the evidence."""
+    question's own terms (at least two of them), or states a count of what a
+    "how many X" question counts, replaces the evidence."""
     if not asks_value(question):
         return chosen, RuleFiring("value_not_stated", False, "question asks for no value")
     asked = {normalise(x) for x in specifics(question)}
@@ -168,16 +170,20 @@ def value_not_stated(question: str, chosen: list[Candidate],
         # A count of X is stated only where X is named ("how many GPUs" needs "GPUs").
         return new and (not measure or bool(measure & stem.terms(c.text)))
 
+    # "Four specific policy recommendations" answers "how many concrete
+    # recommendations" however the rest of the question is worded.
     return _stated_or_replaced("value_not_stated", "a value", question, chosen, cands, states,
-                               "no chosen sentence states a new value")
+                               "no chosen sentence states a new value",
+                               linked=lambda c: states_count(c.text, measure))
 
 
 def _stated_or_replaced(rule: str, what: str, question: str, chosen: list[Candidate],
-                        cands: Sequence[Candidate], states,
-                        fired: str) -> tuple[list[Candidate], RuleFiring]:
+                        cands: Sequence[Candidate], states, fired: str,
+                        linked=lambda c: False) -> tuple[list[Candidate], RuleFiring]:
     """Shared by value_not_stated and name_not_stated: the evidence stands if a
     chosen sentence ``states`` what is asked; else a candidate of the chosen
-    papers that does, and holds the question's terms (at least two), replaces
+    papers that does, and holds the question's terms (at least two) or is
+    otherwise ``linked`` to it (states a count of what is counted), replaces
     it; else the rule fires."""
     for c in chosen:
         if states(c):
@@ -186,7 +192,7 @@ def _stated_or_replaced(rule: str, what: str, question: str, chosen: list[Candid
     focus = stem.terms(question)
     papers = {c.hit for c in chosen}
     fits = [c for c in cands if c.hit in papers and states(c)
-            and len(focus & stem.terms(c.text)) >= min(2, len(focus))]
+            and (len(focus & stem.terms(c.text)) >= min(2, len(focus)) or linked(c))]
     if fits:
         best = max(fits, key=lambda c: c.relevance)
         return [best], RuleFiring(rule, False,

@@ -110,6 +110,28 @@ _NUMBER_WORD = re.compile(
 )
 
 
+# A count: digits ("1,128", "8", "200K") or a number word, as its own token.
+_COUNT = re.compile(
+    r"^(?:\d[\d,.]*[kKmMbB]?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
+    r"twenty|thirty|forty|fifty|hundreds?|thousands?|millions?|billions?|dozens?)$", re.IGNORECASE)
+COUNT_WINDOW = 3  # words a count may stand before what it counts ("four specific policy recommendations")
+
+
+def states_count(text: str, counted: set[str]) -> bool:
+    """Whether ``text`` states a count of a thing whose stemmed words are
+    ``counted``: a number followed, within ``COUNT_WINDOW`` words, by one of
+    them ("1,128 testing tasks", "seven API providers", "four recommendations")."""
+    if not counted:
+        return False
+    toks = re.findall(r"[\w.,-]+", unlatex(text))
+    stem = stemmer()
+    for i, t in enumerate(toks):
+        if _COUNT.match(t.strip(".,")):
+            if any(stem.terms(u) & counted for u in toks[i + 1 : i + 1 + COUNT_WINDOW]):
+                return True
+    return False
+
+
 class Stemmer:
     """Stemmed content terms of a text (PyStemmer's English Snowball)."""
 

@@ -442,6 +442,59 @@ def test_rule_value_not_stated_takes_a_sentence_stating_the_value_in_the_questio
     assert r.fired and chosen == c[:1]
 
 
+def test_states_count_needs_a_number_just_before_what_is_counted():
+    from rag.text import states_count, stemmer
+
+    rec = stemmer().terms("concrete recommendations")
+    assert states_count("Then, we discuss four specific policy recommendations.", rec)
+    assert states_count("It spans 1,128 testing tasks.", stemmer().terms("test tasks"))
+    # A number elsewhere in the sentence counts something else.
+    assert not states_count("We make recommendations for 4 areas of policy.", rec)
+    assert not states_count("Recommendations improve recall by 12%.", rec)
+    assert not states_count("four recommendations", set())
+
+
+def test_rule_value_not_stated_takes_a_count_of_what_is_counted_in_other_words():
+    from rag.evidence import Candidate
+    from rag.rules import value_not_stated
+
+    c = [Candidate(1, 0, "We argue that platform regulation offers lessons for generative AI.", 0.6, 0),
+         Candidate(2, 0, "Then, we discuss four specific policy recommendations.", 0.4, 1)]
+    # A reworded question shares one word with the sentence that answers it.
+    q = "How many concrete recommendations does the position paper on platform rules make?"
+    chosen, r = value_not_stated(q, c[:1], c)
+    assert not r.fired and [x.id for x in chosen] == [2]
+    # A number that counts something else is no answer: the rule fires.
+    d = [c[0], Candidate(2, 0, "Its recommendations cover 4 areas.", 0.4, 1)]
+    chosen, r = value_not_stated(q, d[:1], d)
+    assert r.fired and chosen == d[:1]
+
+
+def test_candidates_favour_a_count_of_what_is_counted():
+    from rag.evidence import candidates
+    from rag.text import stemmer
+    from rag.types import Paper, SearchHit
+
+    class Emb:  # the count sentence is the least similar to the question
+        def embed_query(self, q):
+            return [1.0, 0.0]
+
+        def embed_texts(self, ts):
+            return [[0.9 - 0.1 * i, 0.0] for i in range(len(ts))]
+
+    p = Paper(paper_id="p", title="T", abstract="We study platform rules. We compare eras. "
+              "We discuss four specific policy recommendations.", source="s")
+    hits = [SearchHit(paper=p, score=1.0, rank=1)]
+    counted = stemmer().terms("concrete recommendations")
+    plain = candidates("q", hits, Emb(), total=2, per_paper=2)
+    assert all("four" not in c.text for c in plain)
+    boosted = candidates("q", hits, Emb(), total=2, per_paper=2, value_boost=0.1,
+                         counted=counted, count_boost=0.15)
+    assert any("four" in c.text for c in boosted)
+    # The boost orders the sentences; the relevance shown stays the cosine.
+    assert next(c for c in boosted if "four" in c.text).relevance == 0.7
+
+
 def test_rule_name_not_stated_needs_a_name_beyond_the_question_and_the_title():
     from rag.evidence import Candidate
     from rag.rules import asks_name, name_not_stated
