@@ -94,13 +94,15 @@ class Answerer:
         """The papers the question names (``rules.named_papers`` over this corpus)."""
         return R.named_papers(q, hits, self._corpus_texts(), self.settings.evidence.generic_name_papers)
 
-    def _generic(self, name: str) -> bool:
-        """Whether a name is a field's common term in this corpus (cached per snapshot)."""
+    def _generic(self, name: str, limit: int | None = None) -> bool:
+        """Whether a name is in more than ``limit`` indexed papers (default: a
+        field's common term, setting generic_name_papers); cached per snapshot."""
         texts = self._corpus_texts()
+        limit = self.settings.evidence.generic_name_papers if limit is None else limit
         cache = self.__dict__.setdefault("_generic_cache", {})
-        key = (id(texts), name)
+        key = (id(texts), name, limit)
         if key not in cache:
-            cache[key] = R.is_generic(name, texts, self.settings.evidence.generic_name_papers)
+            cache[key] = R.is_generic(name, texts, limit)
         return cache[key]
 
     # ------------------------------------------------------------ retrieval
@@ -260,8 +262,10 @@ class Answerer:
         chosen, r = R.value_not_stated(q, chosen, cands)
         trace.append(r)
         if not r.fired:
-            chosen, r = R.name_not_stated(q, chosen, cands, own=lambda c: heading(hits[c.hit].paper),
-                                          generic=self._generic)
+            chosen, r = R.name_not_stated(
+                q, chosen, cands, own=lambda c: heading(hits[c.hit].paper), generic=self._generic,
+                abbreviations=lambda c: {a for a in R.local_abbreviations(hits[c.hit].paper.abstract)
+                                         if not self._generic(a, limit=1)})
             trace.append(r)
         if r.fired:
             # The model found the paper; only the asked value or name is missing from it.

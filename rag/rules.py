@@ -217,28 +217,56 @@ def asks_name(question: str) -> bool:
     return bool(_ASKS_NAME.search(question))
 
 
+# "Refine via Intrinsic Self-Verification (ReVISE)", "Large Language Models
+# (LLMs)": capitalised words spelling out the acronym that follows them.
+_EXPANSION = re.compile(
+    r"((?:[A-Z][\w-]*\s+(?:(?:via|of|for|and|the|to|in|on|with|a|an)\s+)?){1,8})"
+    r"\((\w*[A-Z]\w*[A-Z][\w-]*)\)")
+
+
 def names_in(text: str) -> set[str]:
     """Names a sentence states: name-like tokens and numbers with letters
-    (GPT-4o, 405B) and capitalised words inside it (Llama, Mistral)."""
+    (GPT-4o, 405B) and capitalised words inside it (Llama, Mistral), except
+    the words an acronym expands (the acronym itself still counts)."""
     found = {x for x in specifics(text) if any(ch.isalpha() for ch in x)}
-    return found | {m.group(0) for m in _PROPER.finditer(text)}
+    spelled = {w for m in _EXPANSION.finditer(text)
+               if m.group(1)[0].upper() == m.group(2)[0].upper() for w in m.group(1).split()}
+    return found | {m.group(0) for m in _PROPER.finditer(text) if m.group(0) not in spelled}
+
+
+# "the sequential learning (SL) stage": an acronym spelled out by the
+# lowercase words just before it abbreviates a description; it names nothing.
+_ABBREVIATED = re.compile(r"((?:[a-z][\w-]*\s+){1,6})\((\w*[A-Z][\w-]*)s?\)")
+
+
+def local_abbreviations(text: str) -> set[str]:
+    """Acronyms a text defines from lowercase words ("visual feedback (VF)")."""
+    out = set()
+    for m in _ABBREVIATED.finditer(text):
+        letters = [ch for ch in m.group(2) if ch.isupper()]
+        words = m.group(1).split()[-len(letters):] if letters else []
+        if len(words) == len(letters) and all(w[0].upper() == ch for w, ch in zip(words, letters, strict=True)):
+            out.add(m.group(2))
+    return out
 
 
 def name_not_stated(question: str, chosen: list[Candidate], cands: Sequence[Candidate] = (),
-                    own=lambda c: "", generic=lambda name: False) -> tuple[list[Candidate], RuleFiring]:
+                    own=lambda c: "", generic=lambda name: False,
+                    abbreviations=lambda c: frozenset()) -> tuple[list[Candidate], RuleFiring]:
     """A question asking which named artifact (dataset, benchmark, base model)
     whose chosen evidence names none beyond the question's own names and its
-    paper's title (``own(candidate)``; a field's term, ``generic``, names
-    nothing). Before firing, a candidate sentence of the chosen papers that
-    names one and holds the question's terms (at least two) replaces the evidence."""
+    paper's title (``own(candidate)``; a field's term, ``generic``, and an
+    acronym coined by its abstract from lowercase words, ``abbreviations``,
+    name nothing). Before firing, a candidate sentence of the chosen papers
+    that names one and holds the question's terms (at least two) replaces the evidence."""
     if not asks_name(question):
         return chosen, RuleFiring("name_not_stated", False, "question asks for no name")
     asked = normalise(question)
 
     def states(c: Candidate) -> bool:
-        skip = normalise(own(c))
+        skip, local = normalise(own(c)), abbreviations(c)
         return any(normalise(x) not in asked and normalise(x) not in skip and not generic(x)
-                   for x in names_in(c.text))
+                   and x not in local for x in names_in(c.text))
 
     return _stated_or_replaced("name_not_stated", "a name", question, chosen, cands, states,
                                "no chosen sentence names what is asked")

@@ -495,6 +495,30 @@ def test_candidates_favour_a_count_of_what_is_counted():
     assert next(c for c in boosted if "four" in c.text).relevance == 0.7
 
 
+def test_names_in_skips_the_words_an_acronym_spells_out():
+    from rag.rules import local_abbreviations, names_in
+
+    s = "We propose Refine via Intrinsic Self-Verification (ReVISE), which fine-tunes Mistral."
+    assert names_in(s) == {"ReVISE", "Mistral"}
+    # An acronym coined from lowercase words abbreviates a description.
+    t = "It alternates the sequential learning (SL) stage with Proximal Policy Optimization (PPO)."
+    assert local_abbreviations(t) == {"SL"}
+
+
+def test_rule_name_not_stated_ignores_coined_abbreviations():
+    from rag.evidence import Candidate
+    from rag.rules import name_not_stated
+
+    q = "Which LLM is CADFusion built on?"
+    c = [Candidate(1, 0, "CADFusion alternates the sequential learning (SL) stage and the "
+                         "visual feedback (VF) stage.", 0.6, 0)]
+    chosen, r = name_not_stated(q, c, c, own=lambda c: "CADFusion")
+    assert not r.fired  # SL and VF look like names
+    chosen, r = name_not_stated(q, c, c, own=lambda c: "CADFusion",
+                                abbreviations=lambda c: {"SL", "VF"})
+    assert r.fired
+
+
 def test_rule_name_not_stated_needs_a_name_beyond_the_question_and_the_title():
     from rag.evidence import Candidate
     from rag.rules import asks_name, name_not_stated
