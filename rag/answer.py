@@ -76,7 +76,7 @@ class Answerer:
         self.retriever = retriever
         self._llm_factory = llm_factory
         self.embedder = embedder
-        self.checker = SynthesisChecker(settings, embedder, self._generic)
+        self.checker = SynthesisChecker(settings, embedder, self._generic, self._p_not_answering_sentences)
 
     @property
     def llm(self) -> LLM:
@@ -315,6 +315,12 @@ class Answerer:
                                         json_schema=CHECK_SCHEMA))
         verdict = parse_verdict(reply)
         return None if verdict is None else float(not verdict)
+
+    def _p_not_answering_sentences(self, q: str, hits: list[SearchHit], hit: int,
+                                   sents: list[str]) -> float | None:
+        """The evidence check for sentences of one paper (``hits[hit]``) that the
+        model did not choose (rule unchosen_paper_not_answering)."""
+        return self._p_not_answering(q, [Candidate(0, hit, t, 0.0, 0) for t in sents], hits)
 
     def _check_skipped(self, pinned: list[str], q: str) -> str | None:
         """Why the evidence check does not run: "" when it is turned off

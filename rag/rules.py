@@ -10,8 +10,8 @@ Gates before the model:  off_topic, unknown_name.
 Evidence decisions:      no_evidence, off_question_evidence, value_not_stated,
                          name_not_stated, named_paper_missing, one_sided_comparison,
                          question_part_uncovered, evidence_not_answering.
-After the synthesis:     claim_not_in_evidence, evidence_extended, says_not_stated,
-                         all_claims_withdrawn.
+After the synthesis:     claim_not_in_evidence, evidence_extended,
+                         unchosen_paper_not_answering, says_not_stated, all_claims_withdrawn.
 """
 
 from __future__ import annotations
@@ -392,6 +392,16 @@ def one_sided_comparison(question: str, chosen: list[Candidate], cands: list[Can
     best = max((c for c in others if c.hit == nxt), key=lambda c: c.relevance)
     chosen = sorted(chosen + [best], key=lambda c: c.id)
     return chosen, RuleFiring("one_sided_comparison", True, f"added [{best.id}]")
+
+
+def unchosen_paper_not_answering(paper: str, p_no: float | None, threshold: float) -> RuleFiring:
+    """A paper the synthesis names but the model did not choose as evidence
+    joins the answer only if, asked afresh with that paper's sentence and the
+    question, the model gives under ``threshold`` to "it does not answer"."""
+    if p_no is None:
+        return RuleFiring("unchosen_paper_not_answering", False, f"{paper}: no verdict")
+    return RuleFiring("unchosen_paper_not_answering", p_no >= threshold,
+                      f"{paper}: P(not answered) {p_no:.2f} vs threshold {threshold:.2f}")
 
 
 def claim_not_in_evidence(sentence: str, evidence: Sequence[str], question: str,

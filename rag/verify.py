@@ -21,12 +21,17 @@ from rag.evidence import Candidate, heading, name_of
 from rag.text import WORD, split_sentences, stemmer, strip_markers
 from rag.types import Answer, Citation, Evidence, RuleFiring, SentenceSupport
 
+# (question, hits, hit index, sentences) -> the model's P("they do not answer it"), or None
+Verdict = Callable[[str, list, int, list[str]], float | None]
+
 
 class SynthesisChecker:
-    def __init__(self, settings: Settings, embedder, generic: Callable[[str], bool]) -> None:
+    def __init__(self, settings: Settings, embedder, generic: Callable[[str], bool],
+                 verdict: Verdict | None = None) -> None:
         self.settings = settings
         self.embedder = embedder
         self.generic = generic  # a field's common term (LLM, GPU) is no claim
+        self.verdict = verdict  # the evidence check, for a paper the model did not choose
 
     def check(self, answer: Answer, chosen: list[Candidate], text: str, q: str) -> bool:
         """Attach each synthesis sentence to its evidence and withdraw those
@@ -104,7 +109,8 @@ class SynthesisChecker:
                 named: list[str]) -> list[tuple[str, int]]:
         """Rule evidence_extended: a synthesis claim that its cited sentences do
         not back (a number or name they lack, or low support), but other
-        sentences of a cited abstract, or of a retrieved paper the claim names,
+        sentences of a cited abstract, or of a retrieved paper the claim names
+        (if it passes the evidence check, rule unchosen_paper_not_answering),
         do, adds those sentences, verbatim, to the evidence instead of being
         withdrawn. One sentence is tried first; a claim gathered from several
         sentences (a list of datasets, a number from the next sentence) gets
@@ -117,6 +123,22 @@ class SynthesisChecker:
         papers += [h.paper.paper_id for h in hits[: self.settings.evidence.evidence_papers]
                    if h.paper.paper_id not in papers and _names_in(h.paper, body)]
         by_id = {h.paper.paper_id: h.paper for h in hits}
+        chosen = {e.paper_id for e in answer.evidence}
+        verdicts: dict[str, bool] = {}
+
+        def admitted(pid: str, sents: list[str]) -> bool:
+            """A paper the model did not choose joins only past the evidence check."""
+            if pid in chosen or self.verdict is None or not self.settings.evidence.evidence_check:
+                return True
+            if pid not in verdicts:
+                h = next(i for i, x in enumerate(hits) if x.paper.paper_id == pid)
+                r = R.unchosen_paper_not_answering(
+                    name_of(by_id[pid]), self.verdict(q, hits, h, sents),
+                    self.settings.evidence.unchosen_paper_threshold)
+                answer.rules.append(r)
+                verdicts[pid] = not r.fired
+            return verdicts[pid]
+
         cited_texts = [x.text for x in cited]
         pool: list[tuple[str, str]] = []  # (paper id, sentence), each paper's closest first
         for pid in papers:
@@ -131,7 +153,10 @@ class SynthesisChecker:
             return []
         heads = {pid: heading(by_id[pid]) for pid in papers}
         for pid, sent in pool:
-            if self._backs(body, cited_texts, named + [heads[pid]], sent, q, by_id[pid].title):
+            if verdicts.get(pid) is False:
+                continue
+            if (self._backs(body, cited_texts, named + [heads[pid]], sent, q, by_id[pid].title)
+                    and admitted(pid, [sent])):
                 return [self._add(answer, pid, by_id[pid], sent, body, q)]
         # Several sentences: greedily the one stating most of what is still unstated.
         picked: list[tuple[str, str]] = []
@@ -151,6 +176,8 @@ class SynthesisChecker:
         title = by_id[picked[0][0]].title
         if self._support(body, cited_texts + [t for _, t in picked], title) \
                 < self.settings.answer.support_threshold:
+            return []
+        if not all(admitted(pid, [t for p, t in picked if p == pid]) for pid in {p for p, _ in picked}):
             return []
         return [self._add(answer, pid, by_id[pid], sent, body, q) for pid, sent in picked]
 

@@ -14,7 +14,8 @@ from rag.text import name_markers, short_title, split_sentences, strip_markers
 
 class ScriptedLLM:
     """Chooses evidence with ``choose(sentences) -> ids`` (sentences: {id: text}),
-    answers the evidence check with ``verdict`` ("yes"/"no") and writes
+    answers the evidence check with ``verdict`` ("yes"/"no", or a function of
+    the check's messages) and writes
     ``synthesis`` (a str, or a function of those sentences)."""
 
     name = "scripted"
@@ -33,7 +34,8 @@ class ScriptedLLM:
         if json_schema is not None and "ids" in json_schema["properties"]:
             text = json.dumps({"ids": self.choose(sents)})
         elif json_schema is not None:
-            text = json.dumps({"answer": self.verdict})
+            v = self.verdict(messages) if callable(self.verdict) else self.verdict
+            text = json.dumps({"answer": v})
         else:
             text = self.synthesis(sents) if callable(self.synthesis) else self.synthesis
         for i in range(0, len(text), 7):
@@ -591,6 +593,22 @@ def test_evidence_extended_cites_a_retrieved_paper_the_claim_names(fake_engine):
     shield = next(c for c in a.citations if short_title(c.paper.title) == "ShieldAgent")
     assert shield.quotes and all(q in shield.paper.abstract for q in shield.quotes)
     assert shield.number in a.sentences[1].citations and not a.sentences[1].withdrawn
+
+
+def test_a_paper_the_model_passed_over_joins_only_past_the_evidence_check(fake_engine):
+    from rag.types import Filters
+
+    def verdict(messages):  # the check rejects ShieldAgent's sentences, accepts MELON's
+        return "no" if "ShieldAgent" in messages[1]["content"] else "yes"
+
+    eng = fake_engine(llm=ScriptedLLM(pick("MELON"), "MELON masks tool calls. ShieldAgent builds rule circuits.",
+                                      verdict=verdict), evidence_floor=0.0)
+    ids = by_name(eng)
+    a = eng.ask("Which papers defend agents?", filters=Filters(paper_ids=[ids["MELON"], ids["ShieldAgent"]]))
+    assert not a.declined, a.text
+    assert all(short_title(c.paper.title) != "ShieldAgent" for c in a.citations)
+    assert a.sentences[1].withdrawn and not a.sentences[0].withdrawn
+    assert "unchosen_paper_not_answering" in rules_fired(a)
 
 
 def test_evidence_extended_takes_a_verbatim_sentence_the_model_quoted(fake_engine):
