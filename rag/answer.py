@@ -21,6 +21,7 @@ paper is there but its abstract does not state the asked detail
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator, Sequence
 
@@ -184,7 +185,8 @@ class Answerer:
             trace.append(RuleFiring("off_topic", True, "no paper retrieved"))
             raise _Declined("absent")
         boost = s.evidence.evidence_value_boost if R.asks_value(q) else 0.0
-        counts = {"counted": R.asked_measure(q), "count_boost": s.evidence.evidence_count_boost}
+        counts = {"counted": R.asked_measure(q), "count_boost": s.evidence.evidence_count_boost,
+                  "lexical": self._lexical_overlap, "lexical_weight": s.evidence.evidence_lexical_weight}
         if not pinned:
             if s.retrieval.retriever != "bm25":
                 top = max((h.dense_score or 0.0) for h in hits)
@@ -337,6 +339,20 @@ class Answerer:
         """Stemmed content terms, as the BM25 index reads them."""
         lex = self.retriever.snapshot().lexical
         return set(lex.terms(text)) if lex else stemmer().terms(text)
+
+    def _lexical_overlap(self, question: str, sentence: str) -> float:
+        """The IDF-weighted share of the question's indexed terms that the
+        sentence holds (0..1); 0 without a BM25 index."""
+        lex = self.retriever.snapshot().lexical
+        if lex is None:
+            return 0.0
+        if getattr(self, "_idf_for", None) != (lex, question):
+            weights = {t: -math.log(lex.share(t)) for t in set(lex.terms(question)) if lex.share(t) > 0}
+            self._idf_for, self._idf = (lex, question), weights
+        total = sum(self._idf.values())
+        if not total:
+            return 0.0
+        return sum(self._idf.get(t, 0.0) for t in set(lex.terms(sentence))) / total
 
     def _distinctive(self, term: str) -> bool:
         """A term held by few indexed chunks (not "model", "method", "propose"),

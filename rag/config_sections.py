@@ -86,9 +86,10 @@ class EvidenceSettings(Section):
     """The sentences offered to the model as evidence (rag/evidence.py, rag/rules.py)."""
 
     evidence_papers: int = 4
-    evidence_sentences: int = 9
+    evidence_sentences: int = 11
     evidence_per_paper: int = 2
-    evidence_top_paper: int = 4
+    evidence_top_paper: int = 6
+    evidence_lexical_weight: float = 0.2  # favours candidate sentences sharing the question's rarer words
     evidence_value_boost: float = 0.1
     evidence_count_boost: float = 0.15  # added for a sentence stating a count of what "how many X" asks
     pinned_sentences: int = 12

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,7 +38,8 @@ class Candidate:
 def candidates(question: str, hits: list[SearchHit], embedder, *, total: int,
                per_paper: int, first_paper: int | None = None,
                value_boost: float = 0.0, counted: set[str] | frozenset = frozenset(),
-               count_boost: float = 0.0) -> list[Candidate]:
+               count_boost: float = 0.0, lexical: Callable[[str, str], float] | None = None,
+               lexical_weight: float = 0.0) -> list[Candidate]:
     """The sentences most similar to the question, at most ``per_paper`` from
     one paper (``first_paper`` from the top-ranked one, which most often holds
     the answer) and ``total`` in all, grouped by paper (retrieval order) and
@@ -58,6 +60,8 @@ def candidates(question: str, hits: list[SearchHit], embedder, *, total: int,
         prior = 0.1 * h.score / top
         for i, (t, sim) in enumerate(zip(sents, sims, strict=True)):
             boost = value_boost if value_boost and has_value(t) else 0.0
+            if lexical is not None and lexical_weight:
+                boost += lexical_weight * lexical(question, t)
             if count_boost and states_count(t, counted):
                 boost += count_boost
             scored.append((float(sim) + prior + boost, h_i, i, t, float(sim)))

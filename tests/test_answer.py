@@ -497,6 +497,55 @@ def test_candidates_favour_a_count_of_what_is_counted():
     assert next(c for c in boosted if "four" in c.text).relevance == 0.7
 
 
+def test_candidates_favour_sentences_sharing_the_question_rarer_words():
+    from rag.evidence import candidates
+    from rag.types import Paper, SearchHit
+
+    class Emb:  # the result sentence is the least similar to the question
+        def embed_query(self, q):
+            return [1.0, 0.0]
+
+        def embed_texts(self, ts):
+            return [[0.9 - 0.1 * i, 0.0] for i in range(len(ts))]
+
+    p = Paper(paper_id="p", title="T", abstract="Agents matter. We build a benchmark. "
+              "GPT-4o has the best average score, 28.9%.", source="s")
+    hits = [SearchHit(paper=p, score=1.0, rank=1)]
+    q = "Which model did best and what was its average score?"
+
+    def overlap(question, sentence):  # stands in for the IDF-weighted overlap
+        return 1.0 if "average score" in sentence else 0.0
+
+    plain = candidates(q, hits, Emb(), total=2, per_paper=2, lexical=overlap, lexical_weight=0.0)
+    assert all("28.9" not in c.text for c in plain)
+    lexed = candidates(q, hits, Emb(), total=2, per_paper=2, lexical=overlap, lexical_weight=0.2)
+    assert any("28.9" in c.text for c in lexed)
+
+
+def test_lexical_overlap_weights_rare_words_above_common_ones(tmp_path):
+    """The Answerer's overlap: the share of the question's IDF a sentence holds."""
+    from rag.lexical import Lexical
+
+    texts = ["we propose a model"] * 5 + ["we study a method"] * 3 + ["a quiver mutation model", "cats"]
+    lex = Lexical.build(texts, key="k")
+
+    class Snap:
+        lexical = lex
+
+    class Ret:
+        def snapshot(self):
+            return Snap()
+
+    from rag.answer import Answerer
+
+    a = Answerer.__new__(Answerer)
+    a.retriever = Ret()
+    q = "Which model classifies quiver mutation?"
+    rare = a._lexical_overlap(q, "Quiver mutation classes are learned.")
+    common = a._lexical_overlap(q, "We propose a model.")
+    assert 0.0 < common < rare <= 1.0
+
+
 def test_names_in_skips_the_words_an_acronym_spells_out():
     from rag.rules import local_abbreviations, names_in
 
