@@ -57,6 +57,19 @@ def split_sentences(text: str) -> list[str]:
     return merged
 
 
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) in ``text`` of each sentence ``split_sentences`` finds
+    (a sentence it rewrote, such as a dropped bullet, is left out)."""
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for sent in split_sentences(text):
+        i = text.find(sent, pos)
+        if i >= 0:
+            spans.append((i, i + len(sent)))
+            pos = i + len(sent)
+    return spans
+
+
 def strip_markers(text: str) -> tuple[str, list[int]]:
     """The text without ``[n]`` markers, and the marker numbers in order of use."""
     nums: list[int] = []

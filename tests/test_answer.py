@@ -9,7 +9,7 @@ import re
 
 from rag.conversation import resolve
 from rag.rules import asks_value, claim_not_in_evidence, says_not_stated
-from rag.text import name_markers, short_title, split_sentences, strip_markers
+from rag.text import name_markers, sentence_spans, short_title, split_sentences, strip_markers
 
 
 class ScriptedLLM:
@@ -74,6 +74,10 @@ def test_text_helpers_split_and_strip():
                         "The answer is no. Next.")
     assert s == ["It scores 0.49 on audio (vs. 0.54 for FLAC).", "Models, e.g. GPT-4, fail.",
                  "The answer is no.", "Next."]
+    # The UI marks spans with the same splitter: "(vs. 0.54" does not cut a span.
+    text = "It scores 0.49 (vs. 0.54 for FLAC).  Models fail [1]."
+    assert [text[a:b] for a, b in sentence_spans(text)] == [
+        "It scores 0.49 (vs. 0.54 for FLAC).", "Models fail [1]."]
 
 
 def test_supported_answer_is_quote_first(fake_engine):

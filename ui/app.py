@@ -40,6 +40,7 @@ import gradio as gr  # noqa: E402
 from rag.api import EngineAPI  # noqa: E402
 from rag.errors import AqaError  # noqa: E402
 from rag.llm import cancel_all, cancel_scope  # noqa: E402
+from rag.text import split_sentences  # noqa: E402
 from rag.types import Answer, Comparison, Filters, Paper  # noqa: E402
 from ui import export, render  # noqa: E402
 
@@ -525,7 +526,7 @@ class AqaUI:
 def _lead(abstract: str, limit: int = 300) -> str:
     """The abstract's first sentences, whole, up to about ``limit`` characters."""
     out = ""
-    for sent in re.split(r"(?<=[.!?])\s+", abstract or ""):
+    for sent in split_sentences(abstract or ""):
         if out and len(out) + len(sent) > limit:
             break
         out = f"{out} {sent}".strip()

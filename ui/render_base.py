@@ -11,23 +11,14 @@ import re
 from collections.abc import Iterable
 from urllib.parse import urlparse
 
-from rag.types import (
-    Paper,
-)
+from rag import text as T
+from rag.types import Paper
 
 # Markdown metacharacters that can change rendering (emphasis, links, code,
 # headings, lists, tables, LaTeX). ``<>&"'`` are left to html.escape, which
 # runs after this so an entity such as ``&#x27;`` is never backslash-broken.
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~$=])")
-_MARKER = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")
 _WORD = re.compile(r"(\w+)")
-_STOPWORDS = frozenset(
-    """a an and are as at be been but by can do does for from has have how in into is it
-    its of on or our over such than that the their them then there these they this those
-    to under up was we were what when where which while who why will with within without
-    would you your not also both each more most other some only very via using use used
-    based show shows propose proposes paper papers work""".split()
-)
 
 
 def esc(text: object) -> str:
@@ -76,11 +67,11 @@ def paper_link(paper: Paper) -> str | None:
 def content_words(text: str) -> set[str]:
     """Lower-cased words worth highlighting (no stop words, no 1–2 letter words
     unless numeric, no citation numbers)."""
-    text = _MARKER.sub(" ", text or "")
+    text = T.MARKER.sub(" ", text or "")
     return {
         w.lower()
         for w in _WORD.findall(text)
-        if w.lower() not in _STOPWORDS and (len(w) > 2 or w.isdigit() and len(w) > 1)
+        if w.lower() not in T.STOP and (len(w) > 2 or w.isdigit() and len(w) > 1)
     }
 
 
@@ -100,7 +91,8 @@ def highlight(passage: str, sentences: Iterable[str]) -> str:
 
 
 def strip_markers(text: str) -> str:
-    return _MARKER.sub("", text or "").strip()
+    """Text without its ``[n]`` markers (``rag.text.strip_markers``, the engine's reading)."""
+    return T.strip_markers(text or "")[0]
 
 
 def _authors(paper: Paper, limit: int = 6) -> str:

@@ -10,6 +10,7 @@ import html
 import re
 from collections.abc import Iterable, Sequence
 
+from rag.text import sentence_spans
 from rag.types import (
     Answer,
     Citation,
@@ -165,17 +166,6 @@ def error_markdown(message: str) -> str:
     return f"⚠️ **Could not answer:** {md_escape(message)}"
 
 
-def _sentences_of(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each sentence of ``text``."""
-    spans, start = [], 0
-    for m in re.finditer(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])", text):
-        spans.append((start, m.start()))
-        start = m.end()
-    if start < len(text):
-        spans.append((start, len(text)))
-    return spans
-
-
 def mark_spans(passage: str, quotes: Iterable[str], claims: Iterable[str] = ()) -> str:
     """Escaped ``passage`` with the matched evidence span(s) in <mark>: each
     quote found in it verbatim; failing that, the one sentence sharing the
@@ -193,7 +183,7 @@ def mark_spans(passage: str, quotes: Iterable[str], claims: Iterable[str] = ()) 
         for c in claims:
             targets |= content_words(c)
         best, best_n = None, 0
-        for a, b in _sentences_of(passage):
+        for a, b in sentence_spans(passage):
             n = len(content_words(passage[a:b]) & targets)
             if n > best_n:
                 best, best_n = (a, b), n
