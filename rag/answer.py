@@ -21,7 +21,6 @@ paper is there but its abstract does not state the asked detail
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Iterator, Sequence
@@ -167,12 +166,9 @@ class Answerer:
         try:
             self._verdict(interpreted, hits, chosen, pinned, trace, skip)
         except _Declined as d:
-            best = None if pinned else self._best_match(interpreted, hits, cands, chosen, trace)
-            if best is None:
-                self._decline(answer, d, interpreted)
-                yield done()
-                return
-            chosen, raw = best, json.dumps({"ids": [c.id for c in best]})
+            self._decline(answer, d, interpreted)
+            yield done()
+            return
         self._cite(answer, chosen, interpreted)
         timings.evidence_ms = round((time.perf_counter() - t0) * 1000, 1)
         yield StreamEvent("evidence", answer=answer)
@@ -304,20 +300,6 @@ class Answerer:
             named = self._named(q, hits)
             target = next(iter(sorted(i for v in named.values() for i in v)), None)
             raise _Declined(self._kind(hits, target), chosen[0].hit if target is None else target)
-
-    def _best_match(self, q: str, hits: list[SearchHit], cands: list[Candidate],
-                    chosen: list[Candidate], trace: list[RuleFiring]) -> list[Candidate] | None:
-        """Rule best_match_answers: the top paper's candidate sentences closest
-        to the question, when the check rejected a choice that left some of
-        them out, and they pass the check at the stricter threshold."""
-        e = self.settings.evidence
-        top = sorted((c for c in cands if c.hit == 0), key=lambda c: -c.relevance)
-        best = sorted(top[: e.best_match_sentences], key=lambda c: c.id)
-        if not best or {c.id for c in best} <= {c.id for c in chosen}:
-            return None
-        trace.append(R.best_match_answers(self._p_not_answering(q, best, hits),
-                                          e.best_match_threshold, [c.id for c in best]))
-        return best if trace[-1].fired else None
 
     def _p_not_answering(self, q: str, chosen: list[Candidate], hits: list[SearchHit]) -> float | None:
         """The model's probability that the chosen sentences do not answer the

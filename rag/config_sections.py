@@ -103,8 +103,6 @@ class EvidenceSettings(Section):
     evidence_check: bool = True  # rule evidence_not_answering: ask the model afresh whether its evidence answers
     evidence_check_threshold: float = 0.5  # decline when P(evidence does not answer) reaches this
     evidence_check_pinned_threshold: float = 0.4  # ...for pinned papers (the model leans to "yes" there); above 1 skips it
-    best_match_threshold: float = 0.35  # rule best_match_answers: replace rejected evidence below this P(no)
-    best_match_sentences: int = 2  # the top paper's closest sentences it checks; 0 turns it off
     # A paper the synthesis names but the model passed over when choosing evidence
     # must get a leaning "yes" from the check, not an undecided one, to join the answer.
     unchosen_paper_threshold: float = 0.45

@@ -9,8 +9,7 @@ it was not written from (see README, "Decision rules").
 Gates before the model:  off_topic, unknown_name.
 Evidence decisions:      no_evidence, off_question_evidence, value_not_stated,
                          name_not_stated, named_paper_missing, one_sided_comparison,
-                         question_part_uncovered, evidence_not_answering,
-                         best_match_answers.
+                         question_part_uncovered, evidence_not_answering.
 After the synthesis:     claim_not_in_evidence, evidence_extended,
                          unchosen_paper_not_answering, says_not_stated, all_claims_withdrawn.
 """
@@ -92,19 +91,6 @@ def evidence_not_answering(p_no: float | None, threshold: float) -> RuleFiring:
         return RuleFiring("evidence_not_answering", False, "no verdict")
     return RuleFiring("evidence_not_answering", p_no >= threshold,
                       f"P(not answered) {p_no:.2f} vs threshold {threshold:.2f}")
-
-
-def best_match_answers(p_no: float | None, threshold: float, ids: Sequence[int]) -> RuleFiring:
-    """After evidence_not_answering rejects the model's choice, the top paper's
-    sentences closest to the question, checked the same way, answer it: P(not
-    answered) below ``threshold`` (stricter than the check's), so they replace
-    the rejected evidence. A small model often picks a later paper's sentence
-    for a reworded "which paper" question while the top paper holds the answer."""
-    shown = ", ".join(str(i) for i in ids)
-    if p_no is None:
-        return RuleFiring("best_match_answers", False, f"no verdict for [{shown}]")
-    return RuleFiring("best_match_answers", p_no < threshold,
-                      f"P(not answered) {p_no:.2f} for [{shown}] vs threshold {threshold:.2f}")
 
 
 # "Summarize this paper", "what problem does it address", "what do these two

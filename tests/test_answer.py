@@ -110,33 +110,6 @@ def test_rule_evidence_not_answering_declines(fake_engine):
     assert "never written" not in a.text
 
 
-def test_rule_best_match_answers_replaces_a_rejected_choice(fake_engine):
-    """The check rejects the model's pick from a later paper; the top paper's
-    closest sentences pass the same check and answer instead."""
-    q = "Which paper defends LLM agents against prompt injection?"
-    last = {}
-
-    def choose(sents):
-        last["text"] = sents[max(sents)]
-        return [max(sents)]
-
-    def verdict(messages):
-        return "no" if last["text"] in messages[1]["content"] else "yes"
-
-    eng = fake_engine(llm=ScriptedLLM(choose, "It is a defense [1].", verdict=verdict),
-                      evidence_floor=0.0)
-    a = eng.ask(q)
-    assert not a.declined, a.text
-    fired = rules_fired(a)
-    assert {"evidence_not_answering", "best_match_answers"} <= fired
-    assert a.citations[0].paper.paper_id == a.retrieved[0].paper.paper_id
-    assert all(last["text"] not in quote for c in a.citations for quote in c.quotes)
-    # A check that rejects everything still declines, with the second look traced.
-    a = fake_engine(llm=ScriptedLLM(choose, "never written", verdict="no"), evidence_floor=0.0).ask(q)
-    assert a.declined and "best_match_answers" not in rules_fired(a)
-    assert any(r.name == "best_match_answers" for r in a.rules)
-
-
 def test_evidence_check_can_be_turned_off(fake_engine):
     llm = ScriptedLLM(pick("11.3%"), "ShieldAgent outperforms prior methods.", verdict="no")
     eng = fake_engine(llm=llm)
