@@ -4,7 +4,7 @@ The ``aqa`` entry module (``aqa_cli``) calls ``register(subparsers)``; every
 handler is stored as ``fn`` and returns an exit code. Also runnable alone: ``python -m eval.cli``.
 
     aqa eval run [--set FILE] [--out DIR] [--retriever hybrid|dense|bm25] [--no-llm]
-                 [--limit N] [--per-type N] [--type T ...] [--extra-corpus PATH ...]
+                 [--limit N] [--per-type N [--sample-seed S]] [--type T ...] [--extra-corpus PATH ...]
     aqa eval compare RUN_A RUN_B
     aqa eval rescore RUN ...
     aqa eval ablate [--set FILE] [--out DIR] [--config NAME ...] [--llm]
@@ -71,6 +71,23 @@ def _corpus(args: argparse.Namespace) -> list[Path]:
     return base + extra
 
 
+def per_type(qs: list, n: int, seed: int | None = None) -> list:
+    """At most ``n`` questions of each type, in set order: the first ``n``, or
+    with ``seed`` a seeded random ``n`` (the first ones of each type are the
+    oldest, the ones earlier rules were written against)."""
+    by_type: dict[str, list] = {}
+    for q in qs:
+        by_type.setdefault(q.type, []).append(q)
+    if seed is None:
+        keep = {id(q) for v in by_type.values() for q in v[:n]}
+    else:
+        import random
+
+        rng = random.Random(seed)
+        keep = {id(q) for _, v in sorted(by_type.items()) for q in (v if len(v) <= n else rng.sample(v, n))}
+    return [q for q in qs if id(q) in keep]
+
+
 def _questions(args: argparse.Namespace):
     from eval.dataset import DEFAULT_SET, DatasetError, load_questions
     from rag.errors import AqaError
@@ -85,13 +102,7 @@ def _questions(args: argparse.Namespace):
     if getattr(args, "type", None):
         qs = [q for q in qs if q.type in args.type]
     if getattr(args, "per_type", None):
-        seen: dict[str, int] = {}
-        keep = []
-        for q in qs:
-            seen[q.type] = seen.get(q.type, 0) + 1
-            if seen[q.type] <= args.per_type:
-                keep.append(q)
-        qs = keep
+        qs = per_type(qs, args.per_type, getattr(args, "sample_seed", None))
     if getattr(args, "limit", None):
         qs = qs[: args.limit]
     if not qs:
@@ -207,6 +218,8 @@ def register(subparsers: Any) -> None:
     r.add_argument("--no-llm", action="store_true", help="retrieval metrics only (no answers)")
     r.add_argument("--limit", type=int, help="only the first N questions")
     r.add_argument("--per-type", type=int, help="only the first N questions of each type")
+    r.add_argument("--sample-seed", type=int,
+                   help="with --per-type: a seeded random N of each type instead of the first N")
     r.add_argument("--type", action="append", help="only this question type (repeatable)")
     r.add_argument("--split", choices=["tune", "heldout"],
                    help="only this split of the set (heldout: report only, never tune on it)")

@@ -183,3 +183,20 @@ def test_loader_accepts_the_file():
         assert q.answerable == _answerable(raw), q.id
         assert len(q.history) == len(raw.get("history", []))
         assert len(q.pinned) == len(raw.get("pinned", []))
+
+
+def test_per_type_sample_is_seeded_capped_and_in_set_order():
+    from eval.cli import per_type
+    from eval.dataset import load_questions
+
+    qs = [q for q in load_questions(QFILE) if q.split == "tune"]
+    first = per_type(qs, 5)
+    sample = per_type(qs, 5, seed=7)
+    assert sample == per_type(qs, 5, seed=7)  # reproducible
+    for chosen in (first, sample):
+        counts = collections.Counter(q.type for q in chosen)
+        assert set(counts) == {q.type for q in qs} and max(counts.values()) == 5
+        assert [qs.index(q) for q in chosen] == sorted(qs.index(q) for q in chosen)
+    # The first five of each type are the oldest questions; a sample reaches past them.
+    assert {q.id for q in sample} != {q.id for q in first}
+    assert max(q.id for q in sample) > max(q.id for q in first if q.type == "fact")
