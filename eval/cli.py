@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 from pathlib import Path
 from typing import Any
@@ -81,8 +82,6 @@ def per_type(qs: list, n: int, seed: int | None = None) -> list:
     if seed is None:
         keep = {id(q) for v in by_type.values() for q in v[:n]}
     else:
-        import random
-
         rng = random.Random(seed)
         keep = {id(q) for _, v in sorted(by_type.items()) for q in (v if len(v) <= n else rng.sample(v, n))}
     return [q for q in qs if id(q) in keep]
