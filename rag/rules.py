@@ -26,8 +26,8 @@ from rag.labels import paper_name, system_name
 from rag.text import (
     NAME,
     NOT_STATED,
-    has_value,
     normalise,
+    number_words,
     specifics,
     states_count,
     stemmer,
@@ -160,13 +160,16 @@ def value_not_stated(question: str, chosen: list[Candidate],
     if not asks_value(question):
         return chosen, RuleFiring("value_not_stated", False, "question asks for no value")
     asked = {normalise(x) for x in specifics(question)}
+    asked_words, asked_values = number_words(question), values(question)
 
     stem = stemmer()
     measure = asked_measure(question)
 
     def states(c: Candidate) -> bool:
         vals = {normalise(x) for x in specifics(unlatex(c.text)) if any(ch.isdigit() for ch in x)}
-        new = bool(vals - asked or (has_value(c.text) and not vals))
+        # "given two quivers" states no value to "when classifying whether two quivers…".
+        new = bool(vals - asked or (not vals and (values(c.text) - asked_values
+                                                  or number_words(c.text) - asked_words)))
         # A count of X is stated only where X is named ("how many GPUs" needs "GPUs").
         return new and (not measure or bool(measure & stem.terms(c.text)))
 

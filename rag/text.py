@@ -123,6 +123,11 @@ _NUMBER_WORD = re.compile(
 )
 
 
+def number_words(text: str) -> set[str]:
+    """The number words a text uses ("two", "twice"), lower-cased."""
+    return {m.group(0).lower() for m in _NUMBER_WORD.finditer(text)}
+
+
 # A count: digits ("1,128", "8", "200K") or a number word, as its own token.
 _COUNT = re.compile(
     r"^(?:\d[\d,.]*[kKmMbB]?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"

@@ -707,3 +707,19 @@ def test_a_measure_reached_asks_for_a_value():
     assert asks_value("What absolute VQAScore did the agents reach on COCO?")
     assert not asks_value("What does Angle Domain Guidance achieve on MS-COCO?")
     assert not asks_value("Which dataset does the method use to reach its goal?")
+
+
+def test_rule_value_not_stated_ignores_the_questions_own_number_words():
+    from rag.evidence import Candidate
+    from rag.rules import value_not_stated
+
+    # "two quivers" is the question's own wording, not the accuracy it asks for.
+    c = [Candidate(1, 0, "Given two quivers, can one decide if they are mutation equivalent?", 0.6, 0)]
+    q = "What accuracy does the network reach when classifying whether two quivers are equivalent?"
+    _, r = value_not_stated(q, c, c)
+    assert r.fired
+    # A number word or single digit the question lacks is a stated value.
+    for text in ("It reaches three times the baseline accuracy.", "It errs on 3 of the quivers."):
+        d = [Candidate(1, 0, text, 0.6, 0)]
+        _, r = value_not_stated(q, d, d)
+        assert not r.fired, text
