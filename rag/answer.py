@@ -261,6 +261,10 @@ class Answerer:
             if n_named < 2:
                 chosen, r = R.one_sided_comparison(q, chosen, cands, s, one_named=n_named == 1)
                 trace.append(r)
+        elif len(hits) > 1:
+            # "How do these two differ?" about chosen papers quotes each of them.
+            chosen, r = R.one_sided_comparison(q, chosen, cands, s, pinned=True)
+            trace.append(r)
         chosen, r = R.value_not_stated(q, chosen, cands)
         trace.append(r)
         if not r.fired:

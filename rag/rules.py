@@ -382,13 +382,16 @@ def compares_papers(question: str, one_named: bool = False) -> bool:
 
 
 def one_sided_comparison(question: str, chosen: list[Candidate], cands: list[Candidate],
-                         s: Settings, one_named: bool = False) -> tuple[list[Candidate], RuleFiring]:
+                         s: Settings, one_named: bool = False,
+                         pinned: bool = False) -> tuple[list[Candidate], RuleFiring]:
     """A comparative question ("how do … differ") whose evidence covers one
-    paper gains the closest sentence of the next-ranked paper, if it is close."""
+    paper gains the closest sentence of the next-ranked paper, if it is close
+    (of the next ``pinned`` paper, however close: the user chose both)."""
     if not compares_papers(question, one_named) or len({c.hit for c in chosen}) != 1:
         return chosen, RuleFiring("one_sided_comparison", False, "not a one-sided comparison")
     have = chosen[0].hit
-    others = [c for c in cands if c.hit != have and c.relevance >= s.evidence.evidence_floor]
+    floor = 0.0 if pinned else s.evidence.evidence_floor
+    others = [c for c in cands if c.hit != have and c.relevance >= floor]
     if not others:
         return chosen, RuleFiring("one_sided_comparison", False, "no second paper close enough")
     nxt = min(c.hit for c in others)

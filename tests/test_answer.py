@@ -723,3 +723,20 @@ def test_rule_value_not_stated_ignores_the_questions_own_number_words():
         d = [Candidate(1, 0, text, 0.6, 0)]
         _, r = value_not_stated(q, d, d)
         assert not r.fired, text
+
+
+def test_a_comparison_of_two_pinned_papers_quotes_both(fake_engine):
+    # The model picks one pinned paper's sentences only; the other pinned paper
+    # joins with its closest sentence, however far (the user chose both papers).
+    from rag.types import Filters
+
+    eng = fake_engine(llm=ScriptedLLM(pick("MELON"), "They differ."), evidence_floor=0.9)
+    ids = by_name(eng)
+    pins = Filters(paper_ids=[ids["MELON"], ids["ShieldAgent"]])
+    a = eng.ask("How do their approaches differ?", filters=pins)
+    assert not a.declined, a.text
+    assert "one_sided_comparison" in rules_fired(a)
+    assert {e.paper_id for e in a.evidence} == {ids["MELON"], ids["ShieldAgent"]}
+    # A question that compares nothing keeps the model's choice.
+    b = eng.ask("What do they evaluate on?", filters=pins)
+    assert "one_sided_comparison" not in rules_fired(b)
