@@ -413,7 +413,11 @@ class Answerer:
             pieces.append(piece)
             yield StreamEvent("token", piece)
         if self.checker.check(answer, chosen, "".join(pieces), q):
-            self._decline(answer, _Declined("missing_detail", chosen[0].hit), q, keep=True)
+            # The paper the question names is the one whose abstract lacks it, even
+            # when a comparison added another paper's sentence first.
+            named = sorted(i for v in self._named(q, answer.retrieved).values() for i in v)
+            target = named[0] if named else chosen[0].hit
+            self._decline(answer, _Declined("missing_detail", target), q, keep=True)
 
     # -------------------------------------------------------------- decline
     def _decline(self, answer: Answer, d: _Declined, q: str, *, keep: bool = False) -> None:
