@@ -740,3 +740,20 @@ def test_a_comparison_of_two_pinned_papers_quotes_both(fake_engine):
     # A question that compares nothing keeps the model's choice.
     b = eng.ask("What do they evaluate on?", filters=pins)
     assert "one_sided_comparison" not in rules_fired(b)
+
+
+def test_a_decline_after_the_synthesis_names_the_paper_the_question_names(fake_engine):
+    # One paper named in a comparison; another paper ranks first and its
+    # sentence comes first. When every claim is withdrawn, the decline is about
+    # the named paper's abstract, not the first quoted one.
+    either = lambda sents: [i for i, t in sents.items()  # noqa: E731
+                            if "MELON" in t or "ShieldAgent" in t][:4]
+    eng = fake_engine(llm=ScriptedLLM(either, "It uses 512 GPUs [1]."), evidence_floor=0.0,
+                      evidence_papers=5)
+    # With the fake embeddings MELON ranks first and ShieldAgent fifth.
+    q = ("How does ShieldAgent compare with masked re-execution of tool calls "
+         "against indirect prompt injection attacks on LLM agents, in GPUs?")
+    a = eng.ask(q)
+    assert a.declined and a.decline_kind == "missing_detail", a.text
+    assert "declined_after_synthesis" in rules_fired(a)
+    assert a.text.startswith("The abstract of ShieldAgent does not state this"), a.text
