@@ -390,7 +390,7 @@ def one_sided_comparison(question: str, chosen: list[Candidate], cands: list[Can
     if not compares_papers(question, one_named) or len({c.hit for c in chosen}) != 1:
         return chosen, RuleFiring("one_sided_comparison", False, "not a one-sided comparison")
     have = chosen[0].hit
-    floor = 0.0 if pinned else s.evidence.evidence_floor
+    floor = float("-inf") if pinned else s.evidence.evidence_floor
     others = [c for c in cands if c.hit != have and c.relevance >= floor]
     if not others:
         return chosen, RuleFiring("one_sided_comparison", False, "no second paper close enough")
