@@ -92,8 +92,19 @@ class Answerer:
         return self._texts
 
     def _named(self, q: str, hits: list[SearchHit]) -> dict[str, list[int]]:
-        """The papers the question names (``rules.named_papers`` over this corpus)."""
-        return R.named_papers(q, hits, self._corpus_texts(), self.settings.evidence.generic_name_papers)
+        """The papers the question names (``rules.named_papers`` over this corpus);
+        asked up to four times per answer, so the last result is kept."""
+        key = (q, tuple(h.paper.paper_id for h in hits), id(self._corpus_texts()))
+        last = getattr(self, "_named_last", None)  # (key, result), swapped as one (UI threads)
+        if last is None or last[0] != key:
+            last = key, R.named_papers(q, hits, self._corpus_texts(),
+                                       self.settings.evidence.generic_name_papers)
+            self._named_last = last
+        return last[1]
+
+    def _named_target(self, q: str, hits: list[SearchHit]) -> int | None:
+        """The first hit the question names, if any: the paper a decline is about."""
+        return next(iter(sorted(i for v in self._named(q, hits).values() for i in v)), None)
 
     def _generic(self, name: str, limit: int | None = None) -> bool:
         """Whether a name is in more than ``limit`` indexed papers (default: a
@@ -242,7 +253,7 @@ class Answerer:
         chosen = [cands[i - 1] for i in ids]
         trace.append(R.no_evidence(ids))
         named = self._named(q, hits)
-        target = 0 if pinned else next(iter(sorted(i for v in named.values() for i in v)), None)
+        target = 0 if pinned else self._named_target(q, hits)
         if trace[-1].fired:
             raise _Declined(self._kind(hits, target), target)
         if not pinned:
@@ -301,8 +312,7 @@ class Answerer:
         if trace[-1].fired:
             if pinned:
                 raise _Declined("missing_detail", chosen[0].hit)
-            named = self._named(q, hits)
-            target = next(iter(sorted(i for v in named.values() for i in v)), None)
+            target = self._named_target(q, hits)
             raise _Declined(self._kind(hits, target), chosen[0].hit if target is None else target)
 
     def _p_not_answering(self, q: str, chosen: list[Candidate], hits: list[SearchHit]) -> float | None:
@@ -415,8 +425,8 @@ class Answerer:
         if self.checker.check(answer, chosen, "".join(pieces), q):
             # The paper the question names is the one whose abstract lacks it, even
             # when a comparison added another paper's sentence first.
-            named = sorted(i for v in self._named(q, answer.retrieved).values() for i in v)
-            target = named[0] if named else chosen[0].hit
+            target = self._named_target(q, answer.retrieved)
+            target = chosen[0].hit if target is None else target
             self._decline(answer, _Declined("missing_detail", target), q, keep=True)
 
     # -------------------------------------------------------------- decline
