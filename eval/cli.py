@@ -7,6 +7,7 @@ handler is stored as ``fn`` and returns an exit code. Also runnable alone: ``pyt
                  [--limit N] [--per-type N [--sample-seed S]] [--type T ...] [--extra-corpus PATH ...]
     aqa eval compare RUN_A RUN_B
     aqa eval rescore RUN ...
+    aqa eval replay RUN ... [--variants FILE] [--out FILE] [--extra-corpus PATH ...]
     aqa eval ablate [--set FILE] [--out DIR] [--config NAME ...] [--llm]
     aqa bench [ingest|search|llm|baseline|all] [--size tiny|mid|full] [--variants V,..] [--out DIR]
 """
@@ -177,6 +178,34 @@ def cmd_eval_rescore(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval_replay(args: argparse.Namespace) -> int:
+    """Re-score the evidence check on the recorded choices of tune runs (``eval.replay``)."""
+    from eval.replay import load_variants, read_results, recorded, replay, report
+    from eval.runner import build_engine, eval_data_dir, prepare_corpus
+    from rag.config import Settings
+    from rag.embed import embed_model_name
+
+    choices: dict[str, dict[str, Any]] = {}
+    for d in args.runs:
+        choices.update(recorded(read_results(d)))
+    _, qs = _questions(args)
+    held = [q for q in qs if q.id in choices and getattr(q, "split", None) == "heldout"]
+    qs = [q for q in qs if q.id in choices and getattr(q, "split", None) != "heldout"]
+    if held:  # never tune on heldout: its questions are not replayed
+        print(f"{len(held)} heldout questions skipped", file=sys.stderr)
+    corpus = _corpus(args)
+    over = _overrides(args)
+    over["data_dir"] = eval_data_dir(_base_data_dir(args), corpus, embed_model_name(Settings(**over)))
+    engine = build_engine(over)
+    prepare_corpus(engine, corpus)
+    variants = load_variants(Path(args.variants) if args.variants else None)
+    rows = replay(engine, qs, choices, variants)
+    if args.out:
+        Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    print(report(rows, variants))
+    return 0
+
+
 def cmd_eval_ablate(args: argparse.Namespace) -> int:
     from eval.ablate import run_ablation
     from eval.runner import default_run_dir
@@ -241,6 +270,18 @@ def register(subparsers: Any) -> None:
     rs = esub.add_parser("rescore", help="recompute a run's metrics from its stored results")
     rs.add_argument("runs", nargs="+")
     rs.set_defaults(fn=cmd_eval_rescore)
+
+    rp = esub.add_parser("replay", help="re-score the evidence check on tune runs' recorded "
+                         "evidence choices (no choice, no synthesis: ~8 s a question)")
+    rp.add_argument("runs", nargs="+", help="run folders of `aqa eval run`")
+    rp.add_argument("--variants", help='JSON {"name": {"system": ..., "user": ...}}: check '
+                    "wordings to score beside the engine's own")
+    rp.add_argument("--out", help="write one JSON row per question here")
+    rp.add_argument("--set", help="question set JSONL the runs used (default: eval/questions.jsonl)")
+    rp.add_argument("--corpus", nargs="+", help="corpus paths the runs used (default: the bundled corpus)")
+    rp.add_argument("--extra-corpus", nargs="+", help="distractor corpus paths the runs used")
+    _settings_args(rp)
+    rp.set_defaults(fn=cmd_eval_replay)
 
     a = esub.add_parser("ablate", help="BM25/dense/hybrid, relevance floor, chunk sizes")
     a.add_argument("--set", help="question set JSONL (default: eval/questions.jsonl)")
