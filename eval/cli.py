@@ -199,7 +199,7 @@ def cmd_eval_replay(args: argparse.Namespace) -> int:
     engine = build_engine(over)
     prepare_corpus(engine, corpus)
     variants = load_variants(Path(args.variants) if args.variants else None)
-    rows = replay(engine, qs, choices, variants)
+    rows = replay(engine, qs, choices, variants, progress=True)
     if args.out:
         Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     print(report(rows, variants))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,7 @@ class ReplayLLM:
 
 
 def replay(engine: Any, questions: Sequence[Any], choices: dict[str, dict[str, Any]],
-           variants: dict[str, tuple[str, str]]) -> list[dict[str, Any]]:
+           variants: dict[str, tuple[str, str]], *, progress: bool = False) -> list[dict[str, Any]]:
     """One row per question with a recorded choice: whether the engine still
     answers or declines before the synthesis, its own check (``p_engine``), the
     run's (``p_recorded``) and each variant's P(no) on the same evidence.
@@ -120,6 +121,8 @@ def replay(engine: Any, questions: Sequence[Any], choices: dict[str, dict[str, A
                                                if r.fired), "?")
         rows.append({"id": q.id, "type": q.type, "answerable": q.answerable, "outcome": outcome,
                      "p_recorded": choices[q.id]["p"], **seen})
+        if progress:
+            print(f"{len(rows)}/{len(questions)} {q.id} {outcome}", file=sys.stderr, flush=True)
     return rows
 
 
