@@ -140,7 +140,7 @@ def load_variants(path: Path | None) -> dict[str, tuple[str, str]]:
     """``{"name": {"system": ..., "user": ...}}`` from a JSON file; none by default."""
     if path is None:
         return {}
-    data = json.loads(Path(path).read_text())
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
     return {name: (v["system"], v["user"]) for name, v in data.items()}
 
 
