@@ -26,7 +26,6 @@ from typing import Any
 
 CHOSE = re.compile(r"model chose \[([\d,\s]*)\]")
 P_NOT = re.compile(r"P\(not answered\) ([\d.]+)")
-VERDICT_PREFIX = '{"answer": "'
 
 
 class NotReplayed(Exception):
@@ -85,6 +84,7 @@ def replay(engine: Any, questions: Sequence[Any], choices: dict[str, dict[str, A
     A variant is a (system, user) prompt pair; the user prompt has the
     ``{quotes}`` and ``{question}`` fields of ``prompts/check_user.txt``."""
     from eval.runner import conversation_of
+    from rag.answer import VERDICT_PREFIX
     from rag.evidence import quoted
 
     ans = engine.answerer
