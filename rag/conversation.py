@@ -42,10 +42,31 @@ SINGULAR_REF = re.compile(
     r"its|it)\b",
     re.IGNORECASE,
 )
+# "How well does the defense work?", "What do the authors claim?": a role the
+# cited paper plays, resolved to "<paper>'s defense" (the noun is kept, since
+# it may narrow the question). "the system prompt" or "the attack success
+# rate" name something else: a following word of the noun phrase blocks it.
+ROLE_REF = re.compile(
+    r"\b(?:the|this|that)\s+(defen[cs]e|technique|algorithm|framework|system|agent|benchmark|"
+    r"architecture|pipeline|tool|authors)\b"
+    r"(?=\s*(?:[?.,;:!]|$)|\s+(?:is|are|was|were|does|do|did|can|could|has|have|had|work\w*|use\w*|"
+    r"need\w*|handle\w*|perform\w*|compar\w*|scal\w*|achiev\w*|report\w*|claim\w*|evaluat\w*|"
+    r"differ\w*|requir\w*|improv\w*|on|in|with|for|to|against|at|by|from|of|and|or|than)\b)",
+    re.IGNORECASE,
+)
+# With one cited paper, "they" are its authors: "Which datasets do they use?".
+THEY_REF = re.compile(r"\b(?:(do|are|have|were)\s+)?(they)\b|\b(their)\b|(?<!\bof\s)\b(them)\b",
+                      re.IGNORECASE)
+_AGREE = {"do": "does", "are": "is", "have": "has", "were": "was"}
+# "Which one is faster?", "Which of the two needs training?": a choice among the cited papers.
+WHICH_REF = re.compile(rf"\bwhich\s+(?:one|of\s+(?:the|these|those)\s+(?:two|three|four|{_NOUN}s))\b",
+                       re.IGNORECASE)
 COMPARE = re.compile(r"\b(?:compare[sd]?|comparison|differ\w*|versus|vs\.?|than|relate)\b",
                      re.IGNORECASE)
 # "What about its limitations?" / "And the datasets?": elliptical follow-ups.
-ELLIPSIS = re.compile(r"^\s*(?:and|what about|how about|also)\b", re.IGNORECASE)
+ELLIPSIS = re.compile(r"^\s*(?:and|what about|how about|also)\b|"
+                      r"\b(?:tell me more|more (?:details?|about (?:it|this|that|them))|elaborate|"
+                      r"go on|explain (?:more|further|that|this)|expand on)\b", re.IGNORECASE)
 
 
 @dataclass
@@ -126,14 +147,31 @@ def resolve(question: str, history: History, papers: Mapping[str, Paper]) -> Res
         word = m.group(0).lower()
         repl = _join(names) + ("'s" if word == "their" else "")
         text = text[: m.start()] + repl + text[m.end():]
+    elif (m := WHICH_REF.search(text)) and len(prior) > 1:
+        chosen, how = prior[:4], f"choice '{m.group(0)}'"
+        repl = m.group(0)[:5] + " of " + _join([_name(papers[p]) for p in chosen])
+        text = text[: m.start()] + repl + text[m.end():]
     elif m := SINGULAR_REF.search(text):
         chosen, how = prior[:1], f"reference '{m.group(0)}'"
         name = _name(papers[chosen[0]])
         repl = name + "'s" if m.group(0).lower() == "its" else name
         text = text[: m.start()] + repl + text[m.end():]
+    elif m := ROLE_REF.search(text):
+        chosen, how = prior[:1], f"reference '{m.group(0)}'"
+        text = text[: m.start()] + f"{_name(papers[chosen[0]])}'s {m.group(1)}" + text[m.end():]
+    elif (m := THEY_REF.search(text)) and len(prior) == 1:
+        word = next(g for g in m.groups()[1:] if g)
+        chosen, how = prior, f"reference '{word}'"
+        name = _name(papers[prior[0]])
+        verb = (_AGREE[m.group(1).lower()] + " ") if m.group(1) else ""
+        repl = verb + (name + "'s" if word.lower() == "their" else name)
+        text = text[: m.start()] + repl + text[m.end():]
     elif ELLIPSIS.search(text) or len(WORD.findall(text)) <= 2:
-        chosen, how = prior[:4], "elliptical follow-up"
-        text = f"{text.rstrip(' ?')} ({_join([_name(papers[p]) for p in chosen])})?"
+        # "What about the MELON paper?" is about the cited paper it names.
+        named = [p for p in prior if re.search(rf"(?<![\w-]){re.escape(_name(papers[p]))}(?![\w-])", text)]
+        chosen, how = (named or prior[:4]), "elliptical follow-up"
+        if not named:
+            text = f"{text.rstrip(' ?')} ({_join([_name(papers[p]) for p in chosen])})?"
     if not chosen:
         return Resolution(question, rule=RuleFiring(
             "follow_up_reference", False, "no reference to earlier papers"))

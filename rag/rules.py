@@ -105,7 +105,8 @@ _OVERVIEW = re.compile(
     r"what (?:does|do|did) (?:it|this|this paper|this work|they|the paper|the authors|these(?: two)?"
     r"(?: papers)?) (?:propose|introduce|present|do|study|investigate|address|tackle|contribute|"
     r"offer|show|find)|"
-    r"what(?:'s| is) (?:new|novel)|novelty|motivation)\b", re.IGNORECASE)
+    r"what(?:'s| is) (?:new|novel)|novelty|motivation|tell me (?:more|about)|more details?|"
+    r"elaborate|explain (?:it|this|that|more|further))\b", re.IGNORECASE)
 
 
 def asks_overview(question: str) -> bool:

@@ -8,7 +8,7 @@ import json
 import re
 
 from rag.conversation import resolve
-from rag.rules import asks_value, claim_not_in_evidence, says_not_stated
+from rag.rules import asks_overview, asks_value, claim_not_in_evidence, says_not_stated
 from rag.text import name_markers, sentence_spans, short_title, split_sentences, strip_markers
 
 
@@ -757,3 +757,30 @@ def test_a_decline_after_the_synthesis_names_the_paper_the_question_names(fake_e
     assert a.declined and a.decline_kind == "missing_detail", a.text
     assert "declined_after_synthesis" in rules_fired(a)
     assert a.text.startswith("The abstract of ShieldAgent does not state this"), a.text
+
+
+def test_conversation_resolves_authors_roles_choices_and_requests_for_more(fake_engine):
+    eng = fake_engine()
+    papers = eng.retriever.snapshot().papers
+    by = by_name(eng)
+    one = [{"role": "assistant", "content": "x", "papers": [by["MELON"]]}]
+    two = [{"role": "assistant", "content": "x", "papers": [by["ShieldAgent"], by["MELON"]]}]
+    # With one cited paper, "they" are its authors (and the verb agrees).
+    r = resolve("Which datasets do they evaluate on?", one, papers)
+    assert r.question == "Which datasets does MELON evaluate on?" and r.pinned == [by["MELON"]]
+    assert resolve("What are their main results?", one, papers).question == "What are MELON's main results?"
+    # A role the cited paper plays keeps its noun; a longer noun phrase is something else.
+    r = resolve("How well does the defense work?", one, papers)
+    assert r.question == "How well does MELON's defense work?" and r.pinned == [by["MELON"]]
+    assert resolve("Does the system prompt matter?", one, papers).pinned == []
+    # "Which one…" chooses among the cited papers.
+    r = resolve("Which one is faster?", two, papers)
+    assert r.question == "Which of ShieldAgent and MELON is faster?"
+    assert r.pinned == [by["ShieldAgent"], by["MELON"]]
+    assert resolve("Which one is faster?", one, papers).pinned == []
+    # "Tell me more" is about the cited papers, and an overview the check cannot decline.
+    r = resolve("Tell me more", two, papers)
+    assert r.pinned == [by["ShieldAgent"], by["MELON"]] and asks_overview(r.question)
+    # An elliptical follow-up that names one cited paper is about that one only.
+    r = resolve("What about the MELON paper?", two, papers)
+    assert r.pinned == [by["MELON"]] and r.question == "What about the MELON paper?"
