@@ -278,6 +278,10 @@ class Answerer:
             trace.append(r)
         chosen, r = R.value_not_stated(q, chosen, cands)
         trace.append(r)
+        if not r.fired and R.asks_value(q):
+            own = " ".join(heading(hits[h].paper) for h in {c.hit for c in chosen})
+            chosen, added = R.value_clause_uncovered(q, chosen, cands, own)
+            trace.append(added)
         if not r.fired:
             chosen, r = R.name_not_stated(
                 q, chosen, cands, own=lambda c: heading(hits[c.hit].paper), generic=self._generic,

@@ -8,7 +8,7 @@ it was not written from (see README, "Decision rules").
 
 Gates before the model:  off_topic, unknown_name.
 Evidence decisions:      no_evidence, off_question_evidence, value_not_stated,
-                         name_not_stated, named_paper_missing, one_sided_comparison,
+                         value_clause_uncovered, name_not_stated, named_paper_missing, one_sided_comparison,
                          question_part_uncovered, evidence_not_answering.
 After the synthesis:     claim_not_in_evidence, evidence_extended,
                          unchosen_paper_not_answering, says_not_stated, all_claims_withdrawn.
@@ -26,6 +26,7 @@ from rag.labels import paper_name, system_name
 from rag.text import (
     NAME,
     NOT_STATED,
+    has_value,
     normalise,
     number_words,
     specifics,
@@ -179,6 +180,61 @@ def value_not_stated(question: str, chosen: list[Candidate],
     return _stated_or_replaced("value_not_stated", "a value", question, chosen, cands, states,
                                "no chosen sentence states a new value",
                                linked=lambda c: states_count(c.text, measure))
+
+
+# The clause asking for a value runs to the next clause break ("…, and how
+# much does it beat prior methods?" asks about beating prior methods).
+_CLAUSE_END = re.compile(r"[,;?]|\b(?:and|or|while|whereas)\b", re.IGNORECASE)
+_HOW_WORDS = frozenset({"much", "mani", "larg", "big", "fast", "often", "far", "long"})
+
+
+def value_clauses(question: str) -> list[set[str]]:
+    """Per clause that asks for a value, its stemmed content words without the
+    asking words ("how much"): what a sentence stating that value shares."""
+    found = sorted([*_VALUE_Q.finditer(question), *_VALUE_REACHED.finditer(question)],
+                   key=lambda m: m.start())
+    out, last = [], -1
+    for m in found:
+        if m.start() < last:
+            continue  # one clause matched by both patterns
+        rest = question[m.end():]
+        end = _CLAUSE_END.search(rest)
+        last = m.end() + (end.start() if end else len(rest))
+        out.append(stemmer().terms(question[m.start():last]) - _HOW_WORDS)
+    return out
+
+
+def value_clause_uncovered(question: str, chosen: list[Candidate], cands: Sequence[Candidate],
+                           own: str = "") -> tuple[list[Candidate], RuleFiring]:
+    """Evidence where a clause asking for a value ("…, and how much does it
+    beat prior methods?") has no sentence that states a value and shares a
+    word with it (beyond ``own``, the papers' names) gains the candidate of a
+    chosen paper that does, per clause. It only adds evidence;
+    value_not_stated decides whether a value is stated at all."""
+    stem = stemmer()
+    mine = stem.terms(own)
+    papers = {c.hit for c in chosen}
+    added: list[Candidate] = []
+    unmet: list[str] = []
+    for clause in (c - mine for c in value_clauses(question)):
+        if not clause:
+            continue
+
+        def fits(c: Candidate, clause: set[str] = clause) -> bool:
+            return has_value(c.text) and bool(clause & stem.terms(c.text))
+
+        if any(fits(c) for c in chosen + added):
+            continue
+        pool = [c for c in cands if c.hit in papers and c not in chosen + added and fits(c)]
+        if pool:
+            added.append(max(pool, key=lambda c: (len(clause & stem.terms(c.text)), c.relevance)))
+        else:
+            unmet.append("/".join(sorted(clause)))
+    if not added:
+        detail = f"no candidate states a value about {'; '.join(unmet)}" if unmet else "value clauses covered"
+        return chosen, RuleFiring("value_clause_uncovered", False, detail)
+    return sorted(chosen + added, key=lambda c: c.id), RuleFiring(
+        "value_clause_uncovered", True, f"added [{', '.join(str(c.id) for c in added)}]")
 
 
 def _stated_or_replaced(rule: str, what: str, question: str, chosen: list[Candidate],

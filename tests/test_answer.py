@@ -784,3 +784,23 @@ def test_conversation_resolves_authors_roles_choices_and_requests_for_more(fake_
     # An elliptical follow-up that names one cited paper is about that one only.
     r = resolve("What about the MELON paper?", two, papers)
     assert r.pinned == [by["MELON"]] and r.question == "What about the MELON paper?"
+
+
+def test_rule_value_clause_uncovered_adds_the_sentence_stating_the_asked_value():
+    from rag.evidence import Candidate
+    from rag.rules import value_clause_uncovered
+
+    q = "Which paper proposes a guardrail agent for LLM agents, and how much does it beat prior methods?"
+    bench = Candidate(1, 0, "We introduce ShieldAgent-Bench, a dataset with 3K pairs across 6 web environments.", 0.6, 2)
+    margin = Candidate(2, 0, "ShieldAgent outperforms prior methods by 11.3% on average.", 0.5, 4)
+    other = Candidate(3, 1, "Our defense beats prior methods by 20%.", 0.5, 1)  # a paper not chosen
+    chosen, r = value_clause_uncovered(q, [bench], [bench, margin, other], own="ShieldAgent")
+    assert r.fired and chosen == [bench, margin]
+    # A chosen sentence stating a value in the clause's words covers it; no value asked, no rule.
+    assert not value_clause_uncovered(q, [margin], [bench, margin])[1].fired
+    assert not value_clause_uncovered("Which paper proposes a guardrail agent?", [bench], [bench, margin])[1].fired
+    # Each clause asking for a value is covered on its own.
+    q2 = "How many pairs does ShieldAgent-Bench hold, and what recall does ShieldAgent reach?"
+    recall = Candidate(4, 0, "ShieldAgent reaches a recall of 90.1%.", 0.4, 5)
+    chosen, r = value_clause_uncovered(q2, [bench], [bench, margin, recall], own="ShieldAgent")
+    assert r.fired and recall in chosen and margin not in chosen
