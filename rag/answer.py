@@ -145,10 +145,13 @@ class Answerer:
         s = self.settings
         t0 = time.perf_counter()
         papers = self.retriever.snapshot().papers
-        res = resolve(question, history, papers) if history else None
+        pinned = [p for p in (filters.paper_ids or []) if p in papers] if filters else []
+        # "it", "they", "the second one" refer to the chosen papers when there
+        # are some, else to the papers the conversation cited last.
+        context = [{"role": "assistant", "content": "", "papers": pinned}] if pinned else history
+        res = resolve(question, context, papers) if context else None
         interpreted = res.question if res else question
         trace: list[RuleFiring] = [res.rule] if res and res.rule else []
-        pinned = [p for p in (filters.paper_ids or []) if p in papers] if filters else []
         pinned = pinned or (res.pinned if res else [])
         yield StreamEvent("status", "Searching the abstracts…")
         hits = self._hits(interpreted, pinned=pinned, include=res.include if res else [],

@@ -804,3 +804,19 @@ def test_rule_value_clause_uncovered_adds_the_sentence_stating_the_asked_value()
     recall = Candidate(4, 0, "ShieldAgent reaches a recall of 90.1%.", 0.4, 5)
     chosen, r = value_clause_uncovered(q2, [bench], [bench, margin, recall], own="ShieldAgent")
     assert r.fired and recall in chosen and margin not in chosen
+
+
+def test_references_in_a_question_about_chosen_papers_mean_those_papers(fake_engine):
+    # "Ask about selected" with an earlier conversation: "it" is the chosen
+    # paper, not the paper the previous answer cited.
+    from rag.types import Filters
+
+    eng = fake_engine()
+    ids = by_name(eng)
+    history = [{"role": "user", "content": "Which papers defend agents?"},
+               {"role": "assistant", "content": "MELON does [1].", "papers": [ids["MELON"]]}]
+    a = eng.ask("What are its limitations?", history=history, filters=Filters(paper_ids=[ids["ShieldAgent"]]))
+    assert a.standalone_question == "What are ShieldAgent's limitations?"
+    assert a.pinned == [ids["ShieldAgent"]]
+    b = eng.ask("Which datasets do they use?", filters=Filters(paper_ids=[ids["ShieldAgent"]]))
+    assert b.standalone_question == "Which datasets does ShieldAgent use?"
