@@ -146,10 +146,9 @@ class Answerer:
         t0 = time.perf_counter()
         papers = self.retriever.snapshot().papers
         pinned = [p for p in (filters.paper_ids or []) if p in papers] if filters else []
-        # "it", "they", "the second one" refer to the chosen papers when there
-        # are some, else to the papers the conversation cited last.
-        context = [{"role": "assistant", "content": "", "papers": pinned}] if pinned else history
-        res = resolve(question, context, papers) if context else None
+        # With chosen papers, "it" and "they" are those papers, which the
+        # question is pinned to as asked; the conversation's papers would be wrong.
+        res = resolve(question, history, papers) if history and not pinned else None
         interpreted = res.question if res else question
         trace: list[RuleFiring] = [res.rule] if res and res.rule else []
         pinned = pinned or (res.pinned if res else [])
