@@ -106,8 +106,11 @@ _OVERVIEW = re.compile(
     r"what (?:does|do|did) (?:it|this|this paper|this work|they|the paper|the authors|these(?: two)?"
     r"(?: papers)?) (?:propose|introduce|present|do|study|investigate|address|tackle|contribute|"
     r"offer|show|find)|"
-    r"what(?:'s| is) (?:new|novel)|novelty|motivation|tell me (?:more|about)|more details?|"
-    r"elaborate|explain (?:it|this|that|more|further))\b", re.IGNORECASE)
+    r"what(?:'s| is) (?:new|novel)|novelty|motivation)\b|"
+    # A bare request for more ("Tell me more", "Elaborate"), not "tell me more about the GPUs".
+    r"\b(?:tell me more(?: about (?:it|this|that|them|th(?:is|e) (?:paper|work)|these papers))?|"
+    r"more details?|elaborate|go on|explain (?:it|this|that)(?: (?:more|further))?)(?=\s*(?:\(|[?.!]|$))",
+    re.IGNORECASE)
 
 
 def asks_overview(question: str) -> bool:

@@ -781,6 +781,8 @@ def test_conversation_resolves_authors_roles_choices_and_requests_for_more(fake_
     # "Tell me more" is about the cited papers, and an overview the check cannot decline.
     r = resolve("Tell me more", two, papers)
     assert r.pinned == [by["ShieldAgent"], by["MELON"]] and asks_overview(r.question)
+    # ...but a request for a detail is checked like any other question.
+    assert not asks_overview("Tell me more about the GPUs it used")
     # An elliptical follow-up that names one cited paper is about that one only.
     r = resolve("What about the MELON paper?", two, papers)
     assert r.pinned == [by["MELON"]] and r.question == "What about the MELON paper?"
