@@ -51,7 +51,8 @@ ROLE_REF = re.compile(
     r"architecture|pipeline|tool|authors)\b"
     r"(?=\s*(?:[?.,;:!]|$)|\s+(?:is|are|was|were|does|do|did|can|could|has|have|had|work\w*|use\w*|"
     r"need\w*|handle\w*|perform\w*|compar\w*|scal\w*|achiev\w*|report\w*|claim\w*|evaluat\w*|"
-    r"differ\w*|requir\w*|improv\w*|on|in|with|for|to|against|at|by|from|of|and|or|than)\b)",
+    r"differ\w*|requir\w*|improv\w*|built|based|designed|trained|tested|implemented|applied|"
+    r"deployed|proposed|introduced|on|in|with|for|to|against|at|by|from|of|and|or|than)\b)",
     re.IGNORECASE,
 )
 # With one cited paper, "they" are its authors: "Which datasets do they use?".

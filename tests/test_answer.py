@@ -773,6 +773,7 @@ def test_conversation_resolves_authors_roles_choices_and_requests_for_more(fake_
     r = resolve("How well does the defense work?", one, papers)
     assert r.question == "How well does MELON's defense work?" and r.pinned == [by["MELON"]]
     assert resolve("Does the system prompt matter?", one, papers).pinned == []
+    assert resolve("What is the system built on?", one, papers).question == "What is MELON's system built on?"
     # "Which one…" chooses among the cited papers.
     r = resolve("Which one is faster?", two, papers)
     assert r.question == "Which of ShieldAgent and MELON is faster?"
