@@ -428,7 +428,9 @@ class Answerer:
                 answer.timings.ttft_ms = round((time.perf_counter() - t0) * 1000, 1)
             pieces.append(piece)
             yield StreamEvent("token", piece)
-        if self.checker.check(answer, chosen, "".join(pieces), q):
+        # Streamed pieces are tokens: as many as the limit means it cut the text short.
+        limited = len(pieces) >= s.answer.synthesis_max_tokens
+        if self.checker.check(answer, chosen, "".join(pieces), q, length_limited=limited):
             # The paper the question names is the one whose abstract lacks it, even
             # when a comparison added another paper's sentence first.
             target = self._named_target(q, answer.retrieved)

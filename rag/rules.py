@@ -10,7 +10,7 @@ Gates before the model:  off_topic, unknown_name.
 Evidence decisions:      no_evidence, off_question_evidence, value_not_stated,
                          value_clause_uncovered, name_not_stated, named_paper_missing, one_sided_comparison,
                          question_part_uncovered, evidence_not_answering.
-After the synthesis:     claim_not_in_evidence, evidence_extended,
+After the synthesis:     claim_not_in_evidence, evidence_extended, cut_off_sentence,
                          unchosen_paper_not_answering, says_not_stated, all_claims_withdrawn.
 """
 
@@ -490,6 +490,15 @@ def unstated_specifics(sentence: str, evidence: Sequence[str], question: str,
     return sorted(x for x in specifics(text) if normalise(x) not in known
                   and not (values(x) and values(x) <= known_values)
                   and not (not any(ch.isdigit() for ch in x) and generic(x)))
+
+
+def cut_off_sentence(sentence: str, length_limited: bool) -> RuleFiring:
+    """The synthesis stopped at its token limit inside its last sentence
+    ("Additionally, ShieldAgent [1]"): a fragment is no claim."""
+    body, _ = strip_markers(sentence)
+    fired = length_limited and not re.search(r"[.!?…)\]\"”']\s*$", body.strip())
+    return RuleFiring("cut_off_sentence", fired,
+                      "the last sentence is unfinished at the token limit" if fired else "ok")
 
 
 def all_claims_withdrawn(sentences: Sequence) -> RuleFiring:

@@ -33,10 +33,13 @@ class SynthesisChecker:
         self.generic = generic  # a field's common term (LLM, GPU) is no claim
         self.verdict = verdict  # the evidence check, for a paper the model did not choose
 
-    def check(self, answer: Answer, chosen: list[Candidate], text: str, q: str) -> bool:
+    def check(self, answer: Answer, chosen: list[Candidate], text: str, q: str,
+              length_limited: bool = False) -> bool:
         """Attach each synthesis sentence to its evidence and withdraw those
         that assert what the evidence does not. True when the answer must be
-        declined after all (rules says_not_stated, all_claims_withdrawn)."""
+        declined after all (rules says_not_stated, all_claims_withdrawn).
+        ``length_limited``: the synthesis stopped at its token limit, so an
+        unfinished last sentence is withdrawn (rule cut_off_sentence)."""
         s = self.settings
         by_id = {c.id: c for c in chosen}
         number = {e.text: e.number for e in answer.evidence}
@@ -80,6 +83,11 @@ class SynthesisChecker:
                 elif not ss.supported:
                     ss.withdrawn = True
                     ss.withdrawn_reason = "not supported by the sentences it cites"
+                if i == len(clean) - 1 and not ss.withdrawn:
+                    cut = R.cut_off_sentence(sents[-1], length_limited)
+                    answer.rules.append(cut)
+                    if cut.fired:
+                        ss.withdrawn, ss.withdrawn_reason = True, "cut off at the answer's length limit"
                 out.append(ss)
         answer.sentences = out
         for c in answer.citations:

@@ -822,3 +822,17 @@ def test_references_in_a_question_about_chosen_papers_mean_those_papers(fake_eng
     assert a.standalone_question == "What are its limitations?"
     assert a.pinned == [ids["ShieldAgent"]]
     assert not any(r.name == "follow_up_reference" for r in a.rules)
+
+
+def test_a_synthesis_cut_at_its_token_limit_withdraws_its_unfinished_sentence(fake_engine):
+    text = lambda s: f"ShieldAgent achieves SOTA on ShieldAgent-Bench {ids_of('SOTA', s)}. Additionally, ShieldAgent"  # noqa: E731
+    eng = fake_engine(llm=ScriptedLLM(pick("ShieldAgent"), text), synthesis_max_tokens=8)
+    a = eng.ask(SHIELD_Q)
+    assert not a.declined, a.text
+    assert "cut_off_sentence" in rules_fired(a)
+    assert [s.withdrawn for s in a.sentences] == [False, True]
+    assert "length limit" in a.sentences[-1].withdrawn_reason
+    assert "Additionally" not in a.text.split("\n\n")[0]  # the synthesis; quotes follow
+    # The same text within the limit is a finished answer: nothing is cut.
+    eng = fake_engine(llm=ScriptedLLM(pick("ShieldAgent"), text), synthesis_max_tokens=400)
+    assert "cut_off_sentence" not in rules_fired(eng.ask(SHIELD_Q))
