@@ -59,6 +59,8 @@ ROLE_REF = re.compile(
 THEY_REF = re.compile(r"\b(?:(do|are|have|were)\s+)?(they)\b|\b(their)\b|(?<!\bof\s)\b(them)\b",
                       re.IGNORECASE)
 _AGREE = {"do": "does", "are": "is", "have": "has", "were": "was"}
+# "What about the other one?": the paper an earlier answer cited besides the last one's.
+OTHER_REF = re.compile(rf"\bthe\s+other(?:\s+{_NOUN})?\b(?!\s+(?:hand|way)\b)", re.IGNORECASE)
 # "Which one is faster?", "Which of the two needs training?": a choice among the cited papers.
 WHICH_REF = re.compile(rf"\bwhich\s+(?:one|of\s+(?:the|these|those)\s+(?:two|three|four|{_NOUN}s))\b",
                        re.IGNORECASE)
@@ -84,15 +86,31 @@ class Resolution:
         return self.pinned or self.include
 
 
-def cited_papers(history: History, papers: Mapping[str, Paper]) -> list[str]:
-    """Ids of the papers the last assistant turn cited, in citation order."""
+def _turns(history: History, papers: Mapping[str, Paper]) -> list[list[str]]:
+    """Per assistant turn, newest first: the ids of the papers it cited, in citation order."""
+    out = []
     for msg in reversed(list(history)):
         if msg.get("role") != "assistant":
             continue
         ids = [p for p in (msg.get("papers") or []) if p in papers]
-        if ids:
-            return list(dict.fromkeys(ids))
-        return _titles_in(str(msg.get("content") or ""), papers)
+        out.append(list(dict.fromkeys(ids)) or _titles_in(str(msg.get("content") or ""), papers))
+    return out
+
+
+def cited_papers(history: History, papers: Mapping[str, Paper]) -> list[str]:
+    """Ids of the papers the last assistant turn cited, in citation order."""
+    turns = _turns(history, papers)
+    return turns[0] if turns else []
+
+
+def other_papers(history: History, papers: Mapping[str, Paper]) -> list[str]:
+    """"The other one": papers an earlier answer cited that the last one did not
+    (after "Which papers…?" cited A and B and "How is the first one evaluated?" cited A)."""
+    turns = _turns(history, papers)
+    for earlier in turns[1:]:
+        rest = [p for p in earlier if p not in turns[0]]
+        if rest:
+            return rest
     return []
 
 
@@ -139,7 +157,10 @@ def resolve(question: str, history: History, papers: Mapping[str, Paper]) -> Res
     text = question
     how = ""
     m = ORDINAL_REF.search(text)
-    if m and (ids := pick(m)):
+    if (o := OTHER_REF.search(text)) and (ids := other_papers(history, papers)[:1]):
+        chosen, how = ids, f"'{o.group(0)}' of an earlier answer"
+        text = text[: o.start()] + _name(papers[ids[0]]) + text[o.end():]
+    elif m and (ids := pick(m)):
         chosen, how = ids, f"ordinal '{m.group(0)}'"
         text = text[: m.start()] + _name(papers[ids[0]]) + text[m.end():]
     elif (m := PLURAL_REF.search(text)) and len(prior) > 1:

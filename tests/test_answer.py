@@ -836,3 +836,17 @@ def test_a_synthesis_cut_at_its_token_limit_withdraws_its_unfinished_sentence(fa
     # The same text within the limit is a finished answer: nothing is cut.
     eng = fake_engine(llm=ScriptedLLM(pick("ShieldAgent"), text), synthesis_max_tokens=400)
     assert "cut_off_sentence" not in rules_fired(eng.ask(SHIELD_Q))
+
+
+def test_conversation_resolves_the_other_one_against_an_earlier_answer(fake_engine):
+    eng = fake_engine()
+    papers = eng.retriever.snapshot().papers
+    by = by_name(eng)
+    h = [{"role": "user", "content": "Which papers defend agents?"},
+         {"role": "assistant", "content": "x", "papers": [by["ShieldAgent"], by["MELON"]]},
+         {"role": "user", "content": "How is the first one evaluated?"},
+         {"role": "assistant", "content": "y", "papers": [by["ShieldAgent"]]}]
+    r = resolve("How is the other one evaluated?", h, papers)
+    assert r.question == "How is MELON evaluated?" and r.pinned == [by["MELON"]]
+    # "On the other hand" refers to no paper.
+    assert resolve("On the other hand, is it fast?", h, papers).pinned == [by["ShieldAgent"]]
