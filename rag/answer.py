@@ -65,6 +65,11 @@ VERDICT_TOKENS = 12  # {"answer": "yes"}
 VERDICT_PREFIX = '{"answer": "'  # the check's reply up to its yes/no
 
 
+def _headings(hits: list[SearchHit], chosen: list[Candidate]) -> str:
+    """The names and titles of the papers the evidence comes from (words that answer nothing)."""
+    return " ".join(heading(hits[h].paper) for h in {c.hit for c in chosen})
+
+
 class _Declined(Exception):
     def __init__(self, kind: DeclineKind, target: int | None = None) -> None:
         self.kind, self.target = kind, target
@@ -281,8 +286,7 @@ class Answerer:
         chosen, r = R.value_not_stated(q, chosen, cands)
         trace.append(r)
         if not r.fired and R.asks_value(q):
-            own = " ".join(heading(hits[h].paper) for h in {c.hit for c in chosen})
-            chosen, added = R.value_clause_uncovered(q, chosen, cands, own)
+            chosen, added = R.value_clause_uncovered(q, chosen, cands, _headings(hits, chosen))
             trace.append(added)
         if not r.fired:
             chosen, r = R.name_not_stated(
@@ -293,9 +297,8 @@ class Answerer:
         if r.fired:
             # The model found the paper; only the asked value or name is missing from it.
             raise _Declined("missing_detail", target if target is not None else chosen[0].hit)
-        titles = " ".join(heading(hits[h].paper) for h in {c.hit for c in chosen})
         chosen, r = R.question_part_uncovered(q, chosen, cands, self._terms, self._distinctive,
-                                              titles, s.evidence.coverage_max_added)
+                                              _headings(hits, chosen), s.evidence.coverage_max_added)
         trace.append(r)
         return chosen, messages, raw
 

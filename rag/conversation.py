@@ -190,7 +190,7 @@ def resolve(question: str, history: History, papers: Mapping[str, Paper]) -> Res
         text = text[: m.start()] + repl + text[m.end():]
     elif ELLIPSIS.search(text) or len(WORD.findall(text)) <= 2:
         # "What about the MELON paper?" is about the cited paper it names.
-        named = [p for p in prior if re.search(rf"(?<![\w-]){re.escape(_name(papers[p]))}(?![\w-])", text)]
+        named = _titles_in(text, {p: papers[p] for p in prior})
         chosen, how = (named or prior[:4]), "elliptical follow-up"
         if not named:
             text = f"{text.rstrip(' ?')} ({_join([_name(papers[p]) for p in chosen])})?"
