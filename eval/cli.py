@@ -7,7 +7,8 @@ handler is stored as ``fn`` and returns an exit code. Also runnable alone: ``pyt
                  [--limit N] [--per-type N [--sample-seed S]] [--type T ...] [--extra-corpus PATH ...]
     aqa eval compare RUN_A RUN_B
     aqa eval rescore RUN ...
-    aqa eval replay RUN ... [--variants FILE] [--out FILE] [--extra-corpus PATH ...]
+    aqa eval replay (RUN ... | --live-choice [--type T ...] [--per-type N]) [--variants FILE]
+                    [--out FILE] [--extra-corpus PATH ...]
     aqa eval ablate [--set FILE] [--out DIR] [--config NAME ...] [--llm]
     aqa bench [ingest|search|llm|baseline|all] [--size tiny|mid|full] [--variants V,..] [--out DIR]
 """
@@ -184,13 +185,16 @@ def cmd_eval_replay(args: argparse.Namespace) -> int:
     from eval.runner import build_engine, eval_data_dir, prepare_corpus
     from rag.config import Settings
     from rag.embed import embed_model_name
+    from rag.errors import AqaError
 
-    choices: dict[str, dict[str, Any]] = {}
+    if bool(args.runs) == args.live_choice:
+        raise AqaError("give run folders, or --live-choice (the model chooses afresh), not both")
+    choices: dict[str, dict[str, Any]] | None = None if args.live_choice else {}
     for d in args.runs:
         choices.update(recorded(read_results(d)))
     _, qs = _questions(args)
-    held = [q for q in qs if q.id in choices and getattr(q, "split", None) == "heldout"]
-    qs = [q for q in qs if q.id in choices and getattr(q, "split", None) != "heldout"]
+    held = [q for q in qs if (choices is None or q.id in choices) and getattr(q, "split", None) == "heldout"]
+    qs = [q for q in qs if (choices is None or q.id in choices) and getattr(q, "split", None) != "heldout"]
     if held:  # never tune on heldout: its questions are not replayed
         print(f"{len(held)} heldout questions skipped", file=sys.stderr)
     corpus = _corpus(args)
@@ -273,7 +277,12 @@ def register(subparsers: Any) -> None:
 
     rp = esub.add_parser("replay", help="re-score the evidence check on tune runs' recorded "
                          "evidence choices (no choice, no synthesis: ~8 s a question)")
-    rp.add_argument("runs", nargs="+", help="run folders of `aqa eval run`")
+    rp.add_argument("runs", nargs="*", help="run folders of `aqa eval run`")
+    rp.add_argument("--live-choice", action="store_true",
+                    help="no run: the model chooses the evidence afresh (~25 s a question)")
+    rp.add_argument("--type", action="append", help="only this question type (repeatable)")
+    rp.add_argument("--per-type", type=int, help="only N questions of each type")
+    rp.add_argument("--sample-seed", type=int, help="with --per-type: a seeded random N")
     rp.add_argument("--variants", help='JSON {"name": {"system": ..., "user": ...}}: check '
                     "wordings to score beside the engine's own")
     rp.add_argument("--out", help="write one JSON row per question here")

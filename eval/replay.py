@@ -57,17 +57,28 @@ def recorded(results: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 class ReplayLLM:
-    """The real LLM, except that the evidence choice is the recorded one and
-    free text (the synthesis) is refused: only graded checks reach the model."""
+    """The real LLM, except that the evidence choice is the recorded one (or,
+    with ``live``, the real model's, kept in ``ids``) and free text (the
+    synthesis) is refused: only the choice and graded checks reach the model."""
 
-    def __init__(self, real: Any) -> None:
+    def __init__(self, real: Any, *, live: bool = False) -> None:
         self.real, self.name, self.ids = real, getattr(real, "name", "replay"), None
+        self.live = live
 
     def stream_chat(self, messages: Any, *, max_tokens: int, temperature: float,
                     json_schema: dict | None = None, cancel: Any = None) -> Iterator[str]:
-        if json_schema and "ids" in json_schema.get("properties", {}) and self.ids is not None:
-            yield json.dumps({"ids": self.ids})
-            return
+        if json_schema and "ids" in json_schema.get("properties", {}):
+            if self.live:
+                raw = "".join(self.real.stream_chat(messages, max_tokens=max_tokens, temperature=temperature,
+                                                    json_schema=json_schema))
+                from rag.evidence import parse_choice
+
+                self.ids = parse_choice(raw, len(json_schema["properties"]["ids"]["items"]["enum"]))
+                yield raw
+                return
+            if self.ids is not None:
+                yield json.dumps({"ids": self.ids})
+                return
         raise NotReplayed("a replay holds only the evidence choice")
 
     def option_probabilities(self, messages: Any, prefix: str,
@@ -76,11 +87,13 @@ class ReplayLLM:
         return graded(messages, prefix, options) if graded else None
 
 
-def replay(engine: Any, questions: Sequence[Any], choices: dict[str, dict[str, Any]],
+def replay(engine: Any, questions: Sequence[Any], choices: dict[str, dict[str, Any]] | None,
            variants: dict[str, tuple[str, str]], *, progress: bool = False) -> list[dict[str, Any]]:
     """One row per question with a recorded choice: whether the engine still
     answers or declines before the synthesis, its own check (``p_engine``), the
     run's (``p_recorded``) and each variant's P(no) on the same evidence.
+    With ``choices`` None the model chooses the evidence live (no run needed;
+    ~3x slower) and every question gets a row; ``ids`` records its choice.
     A variant is a (system, user) prompt pair; the user prompt has the
     ``{quotes}`` and ``{question}`` fields of ``prompts/check_user.txt``."""
     from eval.runner import conversation_of
@@ -88,7 +101,10 @@ def replay(engine: Any, questions: Sequence[Any], choices: dict[str, dict[str, A
     from rag.evidence import quoted
 
     ans = engine.answerer
-    llm = ReplayLLM(ans.llm)
+    live = choices is None
+    llm = ReplayLLM(ans.llm, live=live)
+    if live:
+        choices = {q.id: {"ids": None, "p": None} for q in questions}
     ans._llm_factory = lambda: llm  # the engine's own answer path, with the replayed model
     own = ans._p_not_answering
     seen: dict[str, float | None] = {}
@@ -120,7 +136,7 @@ def replay(engine: Any, questions: Sequence[Any], choices: dict[str, dict[str, A
                 outcome = "declined: " + next((r.name for r in reversed(ev.answer.rules)
                                                if r.fired), "?")
         rows.append({"id": q.id, "type": q.type, "answerable": q.answerable, "outcome": outcome,
-                     "p_recorded": choices[q.id]["p"], **seen})
+                     "p_recorded": choices[q.id]["p"], "ids": llm.ids, **seen})
         if progress:
             print(f"{len(rows)}/{len(questions)} {q.id} {outcome}", file=sys.stderr, flush=True)
     return rows

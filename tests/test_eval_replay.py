@@ -85,3 +85,27 @@ def test_replay_rescores_the_check_on_the_recorded_evidence(fake_engine):
     assert row["p_recorded"] == 0.0  # the scripted run's check replied "yes"
     assert graded.asked.count("strict") == 1
     assert "1 reached the check" in report(rows, ["strict"])
+
+
+class ChoosesAndGrades(ScriptedLLM):
+    """Chooses like ScriptedLLM and grades the check; writes no synthesis."""
+
+    def __init__(self, choose, p_no: float) -> None:
+        super().__init__(choose)
+        self.p_no = p_no
+
+    def option_probabilities(self, messages, prefix, options):
+        return {"yes": 1 - self.p_no, "no": self.p_no}
+
+
+def test_live_replay_lets_the_model_choose_and_records_its_choice(fake_engine):
+    eng = fake_engine(llm=ChoosesAndGrades(pick("11.3%"), p_no=0.2))
+    q = Question(id="q1", question=SHIELD_Q, type="fact")
+    rows = replay(eng, [q], None, {"strict": ("strict", "{quotes}\n\nQuestion: {question}\nAnswered?")})
+    (row,) = rows
+    assert row["outcome"] == "answered" and row["ids"]  # the model's own choice, kept
+    assert row["p_engine"] == pytest.approx(0.2) and row["strict"] == pytest.approx(0.2)
+    # A model that chooses nothing: the engine declines before the check.
+    eng = fake_engine(llm=ChoosesAndGrades(lambda sents: [], p_no=0.2))
+    (row,) = replay(eng, [q], None, {})
+    assert row["outcome"] == "declined: no_evidence" and row["ids"] == [] and "p_engine" not in row
