@@ -26,6 +26,11 @@ Optional fields (all backwards compatible; files without them still load):
 - ``answerable``: explicit bool override (used by followup/pinned questions
   whose answer is not in the abstract). When absent, a question is answerable
   unless its type is "unanswerable".
+- ``answered_by`` (unanswerable questions): papers outside the bundled corpus
+  (e.g. the eval's PMLR distractors) that do answer it. A run whose index holds
+  one of them scores the question as answerable with those papers as gold
+  ("which paper watermarks LLM text?" is absent from the 57 abstracts, not
+  from 257 that include StealthInk).
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ class Question:
     history: list[dict[str, Any]] = field(default_factory=list)
     pinned: list[GoldRef] = field(default_factory=list)
     answerable_override: bool | None = None  # the file's explicit "answerable", if any
+    answered_by: list[GoldRef] = field(default_factory=list)  # papers beyond the bundled set that answer it
 
     @property
     def answerable(self) -> bool:
@@ -87,6 +93,8 @@ class Question:
             d["pinned"] = [p.to_dict() for p in self.pinned]
         if self.answerable_override is not None:
             d["answerable"] = self.answerable_override
+        if self.answered_by:
+            d["answered_by"] = [p.to_dict() for p in self.answered_by]
         d["split"] = self.split
         return d
 
@@ -174,10 +182,14 @@ def parse_question(d: Any, where: str) -> Question:
     pinned = _parse_refs(d.get("pinned") or [], where, "pinned")
     if d["type"] == "pinned" and not 1 <= len(pinned) <= 2:
         raise DatasetError(f"{where}: a 'pinned' question needs 1 or 2 pinned papers")
+    answered_by = _parse_refs(d.get("answered_by") or [], where, "answered_by")
+    if answered_by and (d["type"] != "unanswerable" or answerable):
+        raise DatasetError(f"{where}: 'answered_by' is for unanswerable questions only")
     return Question(
         id=d["id"].strip(), question=d["question"].strip(), type=d["type"], gold=gold,
         must_include=[m for m in must if m.strip()], notes=str(d.get("notes") or ""),
         split=split, history=history, pinned=pinned, answerable_override=answerable,
+        answered_by=answered_by,
     )
 
 

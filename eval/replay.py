@@ -96,7 +96,7 @@ def replay(engine: Any, questions: Sequence[Any], choices: dict[str, dict[str, A
     ~3x slower) and every question gets a row; ``ids`` records its choice.
     A variant is a (system, user) prompt pair; the user prompt has the
     ``{quotes}`` and ``{question}`` fields of ``prompts/check_user.txt``."""
-    from eval.runner import conversation_of
+    from eval.runner import as_indexed, conversation_of
     from rag.answer import VERDICT_PREFIX
     from rag.evidence import quoted
 
@@ -125,6 +125,7 @@ def replay(engine: Any, questions: Sequence[Any], choices: dict[str, dict[str, A
         if q.id not in choices:
             continue
         seen.clear()
+        q = as_indexed(engine, q)
         llm.ids = choices[q.id]["ids"]
         history, filters = conversation_of(engine, q)
         outcome = "answered"

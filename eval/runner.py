@@ -14,7 +14,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -78,11 +78,23 @@ def failed_answer(question: str, error: str) -> dict[str, Any]:
             "timings": {"retrieval_ms": None, "ttft_ms": None, "total_ms": None}}
 
 
+def as_indexed(engine: Any, q: Question) -> Question:
+    """The question as this index makes it: an unanswerable question whose
+    ``answered_by`` papers are indexed (the distractors hold one) is
+    answerable, with the indexed ones as gold."""
+    if not q.answered_by:
+        return q
+    provs = [[(v.path, v.ordinal) for v in p.provenance] for p in engine.retriever.snapshot().papers.values()]
+    held = [g for g in q.answered_by if any(M.gold_index(pv, [g]) is not None for pv in provs)]
+    return replace(q, gold=held, answerable_override=True) if held else q
+
+
 def evaluate_question(engine: Any, q: Question, *, use_llm: bool, search_k: int,
                       k: int) -> dict[str, Any]:
     """Search (+ ask) one question and score it; returns the results.jsonl record."""
     from rag.errors import AqaError
 
+    q = as_indexed(engine, q)
     t0 = time.perf_counter()
     hits = engine.search(q.question, k=search_k)
     search_ms = (time.perf_counter() - t0) * 1000
@@ -287,7 +299,7 @@ def rescore_run(run_dir: Path | str) -> dict[str, Any]:
         scored = M.score_question(
             qtype=r["type"], gold=[GoldRef.from_dict(g) for g in r["gold"]],
             must_include=r.get("must_include") or [], ranked_papers=r["retrieved"],
-            answer=r.get("answer"), k=k, ks=KS,
+            answer=r.get("answer"), k=k, ks=KS, answerable=r.get("answerable"),
         )
         keep = {key: r["metrics"][key] for key in KEPT_ON_RESCORE if key in r["metrics"]}
         r["metrics"] = {**scored["metrics"], **keep}

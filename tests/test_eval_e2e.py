@@ -151,6 +151,13 @@ def test_eval_run_report_and_compare(index_copy: Path, qset: Path, tmp_path: Pat
     again = rescore_run(tampered)
     assert again["overall"] == summary["overall"]
     assert load_run(tampered)[1][0]["metrics"] == recs[0]["metrics"]
+    # A question whose file says "answerable": false (a follow-up or pinned
+    # question the abstract cannot answer) stays unanswerable when rescored.
+    lines[3].update(type="followup", answerable=False)
+    (tampered / "results.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    rescore_run(tampered)
+    u1_again = load_run(tampered)[1][3]["metrics"]
+    assert u1_again["correct_decline"] == 1.0 and u1_again["wrong_decline"] is None
 
     # --- compare: a run whose LLM never chooses evidence breaks every answerable pass ---
     out_b = tmp_path / "run_b"

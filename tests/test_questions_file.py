@@ -21,7 +21,7 @@ CORPUS = REPO / "data" / "icml2025"
 
 TYPES = {"fact", "which", "paraphrase", "compare", "topic", "unanswerable", "followup", "pinned"}
 BASE_KEYS = {"id", "question", "type", "gold", "must_include", "notes", "split"}
-OPTIONAL_KEYS = {"history", "pinned", "answerable"}
+OPTIONAL_KEYS = {"answered_by", "history", "pinned", "answerable"}
 # q001-q120 were used while tuning the engine's rules: they must stay in "tune".
 ORIGINAL_MAX_ID = 120
 MIN_HELDOUT_SHARE = 0.4
