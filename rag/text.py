@@ -116,9 +116,17 @@ def has_value(text: str) -> bool:
     return bool(NUMBER.search(unlatex(text)) or _NUMBER_WORD.search(text))
 
 
+# Number words ("one" is left out: "one of the…" states no value). Teens and
+# tens, multiples ("doubles", "threefold", "an order of magnitude") and
+# fractions ("by a third", "a quarter of") state a quantity as surely as digits do.
+_CARDINAL = (r"two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|"
+             r"sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|"
+             r"hundreds?|thousands?|millions?|billions?|dozens?")
 _NUMBER_WORD = re.compile(
-    r"\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
-    r"hundred|thousand|million|billion|dozen|half|twice|double|triple)\b",
+    rf"\b(?:{_CARDINAL}|half|halve[sd]?|halving|twice|doubl(?:e[sd]?|ing)|tripl(?:e[sd]?|ing)|"
+    r"quadrupl(?:e[sd]?|ing)|(?:two|three|four|five|six|seven|eight|nine|ten|twenty|fifty|hundred|thousand)"
+    r"-?fold|orders? of magnitude|by (?:a|one|two)[ -](?:third|quarter)s?|"
+    r"(?:a|one|two)[ -](?:third|quarter|fifth|tenth)s? of)\b",
     re.IGNORECASE,
 )
 
@@ -129,9 +137,7 @@ def number_words(text: str) -> set[str]:
 
 
 # A count: digits ("1,128", "8", "200K") or a number word, as its own token.
-_COUNT = re.compile(
-    r"^(?:\d[\d,.]*[kKmMbB]?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
-    r"twenty|thirty|forty|fifty|hundreds?|thousands?|millions?|billions?|dozens?)$", re.IGNORECASE)
+_COUNT = re.compile(rf"^(?:\d[\d,.]*[kKmMbB]?|one|{_CARDINAL})$", re.IGNORECASE)
 COUNT_WINDOW = 3  # words a count may stand before what it counts ("four specific policy recommendations")
 
 

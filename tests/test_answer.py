@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from rag.conversation import resolve
 from rag.rules import asks_overview, asks_value, claim_not_in_evidence, says_not_stated
 from rag.text import name_markers, sentence_spans, short_title, split_sentences, strip_markers
@@ -446,6 +448,38 @@ def test_rule_value_not_stated_takes_a_sentence_stating_the_value_in_the_questio
     # No sentence holds the asked quantity's terms: the rule fires.
     chosen, r = value_not_stated("How many GPUs were used to train LEMoN?", c[:1], c)
     assert r.fired and chosen == c[:1]
+
+
+@pytest.mark.parametrize("sentence", [
+    "It is an order of magnitude faster than the baseline.", "It doubles the throughput.",
+    "It halves the latency.", "It gives a threefold speedup.", "It cuts inference time by a third.",
+    "It needs a quarter of the memory.", "It is evaluated on fifteen benchmarks.",
+])
+def test_value_not_stated_reads_multiples_fractions_and_teens_as_values(sentence):
+    from rag.evidence import Candidate
+    from rag.rules import value_not_stated
+
+    c = [Candidate(1, 0, sentence, 0.6, 0)]
+    assert not value_not_stated("How much does the method improve on the baseline?", c, c)[1].fired
+
+
+@pytest.mark.parametrize("sentence", [
+    "It runs several times faster.", "We add a third stage to the pipeline.",
+    "One of the benchmarks is hard.", "It substantially outperforms the baseline.",
+])
+def test_value_not_stated_still_fires_on_vague_or_ordinal_wording(sentence):
+    from rag.evidence import Candidate
+    from rag.rules import value_not_stated
+
+    c = [Candidate(1, 0, sentence, 0.6, 0)]
+    assert value_not_stated("How much does the method improve on the baseline?", c, c)[1].fired
+
+
+def test_states_count_reads_teens_and_tens():
+    from rag.text import states_count, stemmer
+
+    assert states_count("It is evaluated on fifteen benchmarks.", stemmer().terms("benchmarks"))
+    assert states_count("Sixty annotators labelled it.", stemmer().terms("annotators"))
 
 
 def test_states_count_needs_a_number_just_before_what_is_counted():
