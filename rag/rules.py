@@ -40,13 +40,20 @@ from rag.types import RuleFiring, SearchHit
 
 # "how many…", "by how much…", "what is the accuracy/number/size…" ask for a
 # value when they open the question or one of its clauses ("a measure of how
-# much X helps" inside a "what measure…" question asks for no value).
+# much X helps" inside a "what measure…" question asks for no value). The
+# measure word must end its noun phrase: "what learning rate schedule", "what
+# score function", "what cost model" ask for a method, not a value; a symbol
+# or a unit may follow ("what privacy budget epsilon", "what accuracy margin").
+_MEASURE_ENDS = (r"(?=\s*(?:[?,.;:]|$)|\s+(?:does|do|did|is|are|was|were|has|have|had|can|could|would|"
+                 r"will|of|on|for|in|at|over|against|versus|vs|compared|relative|when|with|from|to|by|"
+                 r"between|per|across|under|after|before|than|that|it|they|reached|achieved|obtained|"
+                 r"reported|epsilon|delta|factor|margin|gap|points?)\b|\s*\()")
 _VALUE_Q = re.compile(
     r"(?:^|[,;:]\s*|\band\s+|\bor\s+)(?:(?:by|across|in|on|for|with|at|over|to|from|of)\s+)?(?:"
     r"how (?:many|much|long|large|big|fast|often|far)\b|"
     r"what (?:is |was |are |were )?(?:the |its |their )?(?:[\w-]+ ){0,3}?(?:number|percentage|rate|"
     r"ratio|size|accuracy|score|value|amount|count|speed-?up|improvement|reduction|gain|budget|"
-    r"cost|fraction|proportion)s?\b)",
+    r"cost|fraction|proportion)s?" + _MEASURE_ENDS + ")",
     re.IGNORECASE,
 )
 

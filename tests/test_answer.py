@@ -884,3 +884,18 @@ def test_conversation_resolves_the_other_one_against_an_earlier_answer(fake_engi
     assert r.question == "How is MELON evaluated?" and r.pinned == [by["MELON"]]
     # "On the other hand" refers to no paper.
     assert resolve("On the other hand, is it fast?", h, papers).pinned == [by["ShieldAgent"]]
+
+
+@pytest.mark.parametrize(("question", "asks"), [
+    ("What accuracy does it reach on ImageNet?", True),
+    ("What is the speed-up of the method over vLLM?", True),
+    ("What privacy budget epsilon does Cape use?", True),
+    ("What accuracy improvement does it get?", True),
+    ("What success rate do agents achieve?", True),
+    ("What learning rate schedule does the paper propose?", False),
+    ("What score function does the method use?", False),
+    ("What cost model do they assume?", False),
+    ("What rate-distortion trade-off does it study?", False),
+])
+def test_asks_value_needs_the_measure_word_to_end_its_noun_phrase(question, asks):
+    assert asks_value(question) is asks
