@@ -193,8 +193,9 @@ def cmd_eval_replay(args: argparse.Namespace) -> int:
     for d in args.runs:
         choices.update(recorded(read_results(d)))
     _, qs = _questions(args)
-    held = [q for q in qs if (choices is None or q.id in choices) and getattr(q, "split", None) == "heldout"]
-    qs = [q for q in qs if (choices is None or q.id in choices) and getattr(q, "split", None) != "heldout"]
+    qs = [q for q in qs if choices is None or q.id in choices]
+    held = [q for q in qs if getattr(q, "split", None) == "heldout"]
+    qs = [q for q in qs if getattr(q, "split", None) != "heldout"]
     if held:  # never tune on heldout: its questions are not replayed
         print(f"{len(held)} heldout questions skipped", file=sys.stderr)
     corpus = _corpus(args)
@@ -279,7 +280,7 @@ def register(subparsers: Any) -> None:
                          "evidence choices (no choice, no synthesis: ~8 s a question)")
     rp.add_argument("runs", nargs="*", help="run folders of `aqa eval run`")
     rp.add_argument("--live-choice", action="store_true",
-                    help="no run: the model chooses the evidence afresh (~25 s a question)")
+                    help="no run: the model chooses the evidence afresh (~10 s a question)")
     rp.add_argument("--type", action="append", help="only this question type (repeatable)")
     rp.add_argument("--per-type", type=int, help="only N questions of each type")
     rp.add_argument("--sample-seed", type=int, help="with --per-type: a seeded random N")

@@ -93,7 +93,7 @@ def replay(engine: Any, questions: Sequence[Any], choices: dict[str, dict[str, A
     answers or declines before the synthesis, its own check (``p_engine``), the
     run's (``p_recorded``) and each variant's P(no) on the same evidence.
     With ``choices`` None the model chooses the evidence live (no run needed;
-    ~3x slower) and every question gets a row; ``ids`` records its choice.
+    ~10 s a question) and every question gets a row; ``ids`` records its choice.
     A variant is a (system, user) prompt pair; the user prompt has the
     ``{quotes}`` and ``{question}`` fields of ``prompts/check_user.txt``."""
     from eval.runner import as_indexed, conversation_of

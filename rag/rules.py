@@ -43,11 +43,13 @@ from rag.types import RuleFiring, SearchHit
 # much X helps" inside a "what measure…" question asks for no value). The
 # measure word must end its noun phrase: "what learning rate schedule", "what
 # score function", "what cost model" ask for a method, not a value; a symbol
-# or a unit may follow ("what privacy budget epsilon", "what accuracy margin").
+# (spelt-out Greek letter or single letter) or a unit may follow ("what privacy
+# budget epsilon", "what accuracy margin").
+_SYMBOL = r"[a-zA-Z]|alpha|beta|gamma|delta|epsilon|eta|kappa|lambda|mu|rho|sigma|tau"  # "budget epsilon", "rate η"
 _MEASURE_ENDS = (r"(?=\s*(?:[?,.;:]|$)|\s+(?:does|do|did|is|are|was|were|has|have|had|can|could|would|"
                  r"will|of|on|for|in|at|over|against|versus|vs|compared|relative|when|with|from|to|by|"
                  r"between|per|across|under|after|before|than|that|it|they|reached|achieved|obtained|"
-                 r"reported|epsilon|delta|factor|margin|gap|points?)\b|\s*\()")
+                 r"reported|factor|margin|gap|points?|" + _SYMBOL + r")\b|\s*\()")
 _VALUE_Q = re.compile(
     r"(?:^|[,;:]\s*|\band\s+|\bor\s+)(?:(?:by|across|in|on|for|with|at|over|to|from|of)\s+)?(?:"
     r"how (?:many|much|long|large|big|fast|often|far)\b|"
