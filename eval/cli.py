@@ -9,6 +9,8 @@ handler is stored as ``fn`` and returns an exit code. Also runnable alone: ``pyt
     aqa eval rescore RUN ...
     aqa eval replay (RUN ... | --live-choice [--type T ...] [--per-type N]) [--variants FILE]
                     [--out FILE] [--extra-corpus PATH ...]
+    aqa eval signals [--split tune] [--type T ...] [--out FILE] [--extra-corpus PATH ...]
+    aqa eval fit-decision SIGNALS.jsonl ... [--out FILE]
     aqa eval ablate [--set FILE] [--out DIR] [--config NAME ...] [--llm]
     aqa bench [ingest|search|llm|baseline|all] [--size tiny|mid|full] [--variants V,..] [--out DIR]
 """
@@ -211,6 +213,49 @@ def cmd_eval_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval_signals(args: argparse.Namespace) -> int:
+    """Each question's decision signals, up to its decision (``eval.decision_fit``)."""
+    from eval.decision_fit import collect
+    from eval.runner import build_engine, eval_data_dir, prepare_corpus
+    from rag.config import Settings
+    from rag.embed import embed_model_name
+    from rag.errors import AqaError
+
+    _, qs = _questions(args)
+    if any(getattr(q, "split", None) == "heldout" for q in qs) and not args.allow_heldout:
+        raise AqaError("signals of heldout questions are for reporting only: pass --split tune, "
+                       "or --allow-heldout to collect them without fitting on them")
+    corpus = _corpus(args)
+    over = _overrides(args)
+    over["data_dir"] = eval_data_dir(_base_data_dir(args), corpus, embed_model_name(Settings(**over)))
+    engine = build_engine(over)
+    prepare_corpus(engine, corpus)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows = collect(engine, qs, out)
+    print(f"{len(rows)} rows in {out}")
+    return 0
+
+
+def cmd_eval_fit_decision(args: argparse.Namespace) -> int:
+    """Fit the calibrated decision on tune signal rows; print its curve."""
+    from eval.decision_fit import curve_table, fit_rows, read_rows
+    from rag.decision import DECISION_FILE
+
+    data = fit_rows(read_rows([Path(p) for p in args.signals]), seed=args.seed)
+    out = Path(args.out) if args.out else DECISION_FILE
+    out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    print(f"fit on {data['n']} tune questions ({data['positives']} answerable), C={data['C']}; "
+          f"out-of-fold ROC AUC {data['oof_auc']:.3f}")
+    print(curve_table(data))
+    print(f"suggested answer.decision_answer_at: {data['suggested_answer_at']} "
+          f"(most unanswerable declined with ≤ 5% answerable declined, out of fold)")
+    w = sorted(data["coef"].items(), key=lambda kv: -abs(kv[1]))
+    print("coefficients (standardised): " + ", ".join(f"{n} {v:+.2f}" for n, v in w))
+    print(f"wrote {out}")
+    return 0
+
+
 def cmd_eval_ablate(args: argparse.Namespace) -> int:
     from eval.ablate import run_ablation
     from eval.runner import default_run_dir
@@ -292,6 +337,29 @@ def register(subparsers: Any) -> None:
     rp.add_argument("--extra-corpus", nargs="+", help="distractor corpus paths the runs used")
     _settings_args(rp)
     rp.set_defaults(fn=cmd_eval_replay)
+
+    sg = esub.add_parser("signals", help="each question's decision signals, stopping before the "
+                         "synthesis (~10 s a question); resumes an interrupted --out")
+    sg.add_argument("--out", required=True, help="JSONL file of rows (appended; resumed)")
+    sg.add_argument("--set", help="question set JSONL (default: eval/questions.jsonl)")
+    sg.add_argument("--split", choices=["tune", "heldout"], help="only this split")
+    sg.add_argument("--allow-heldout", action="store_true",
+                    help="collect heldout rows too (reporting only; fit-decision refuses them)")
+    sg.add_argument("--type", action="append", help="only this question type (repeatable)")
+    sg.add_argument("--per-type", type=int, help="only N questions of each type")
+    sg.add_argument("--sample-seed", type=int, help="with --per-type: a seeded random N")
+    sg.add_argument("--limit", type=int, help="only the first N questions")
+    sg.add_argument("--corpus", nargs="+", help="corpus paths (default: the bundled corpus)")
+    sg.add_argument("--extra-corpus", nargs="+", help="distractor corpus paths added to the index")
+    _settings_args(sg)
+    sg.set_defaults(fn=cmd_eval_signals)
+
+    fd = esub.add_parser("fit-decision", help="fit the calibrated answer decision on tune "
+                         "signal rows; prints the risk-coverage curve, writes rag/decision.json")
+    fd.add_argument("signals", nargs="+", help="JSONL files of `aqa eval signals`")
+    fd.add_argument("--out", help="where to write the coefficients (default: rag/decision.json)")
+    fd.add_argument("--seed", type=int, default=0, help="cross-validation seed")
+    fd.set_defaults(fn=cmd_eval_fit_decision)
 
     a = esub.add_parser("ablate", help="BM25/dense/hybrid, relevance floor, chunk sizes")
     a.add_argument("--set", help="question set JSONL (default: eval/questions.jsonl)")

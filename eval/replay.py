@@ -47,8 +47,13 @@ def recorded(results: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         rules = (r.get("answer") or {}).get("rules") or []
         ids = p = None
         for x in rules:
-            if x["name"] == "no_evidence" and (m := CHOSE.search(x["detail"])):
-                ids = [int(i) for i in re.findall(r"\d+", m.group(1))]
+            data = x.get("data") or {}
+            if x["name"] == "no_evidence" and "ids" in data:
+                ids = list(data["ids"])
+            elif x["name"] == "no_evidence" and (m := CHOSE.search(x["detail"])):
+                ids = [int(i) for i in re.findall(r"\d+", m.group(1))]  # runs before the data field
+            elif x["name"] == "evidence_check" and "p_no" in data:
+                p = data["p_no"]
             elif x["name"] == "evidence_not_answering" and (m := P_NOT.search(x["detail"])):
                 p = float(m.group(1))
         if ids is not None:

@@ -30,6 +30,7 @@ import numpy as np
 from rag import rules as R
 from rag.config import Settings
 from rag.conversation import resolve
+from rag.decision import Decision, DecisionModel, Signals, logit
 from rag.evidence import (
     CHECK_SCHEMA,
     Candidate,
@@ -82,7 +83,9 @@ class Answerer:
         self.retriever = retriever
         self._llm_factory = llm_factory
         self.embedder = embedder
-        self.checker = SynthesisChecker(settings, embedder, self._generic, self._p_not_answering_sentences)
+        self.checker = SynthesisChecker(settings, embedder, self._generic, self._p_not_answering_sentences,
+                                        terms=self._terms, distinctive=self._distinctive)
+        self.decision_model = DecisionModel.load(settings.answer.decision_file)
 
     @property
     def llm(self) -> LLM:
@@ -170,21 +173,23 @@ class Answerer:
             timings.total_ms = round((time.perf_counter() - t0) * 1000, 1)
             return StreamEvent("answer", answer=answer)
 
+        sig = Signals(pinned=float(bool(pinned)), followup=float(interpreted != question),
+                      overview=float(R.asks_overview(interpreted)))
         try:
-            cands, hits = self._gate_and_candidates(interpreted, hits, pinned, trace)
+            cands, hits = self._gate_and_candidates(interpreted, hits, pinned, trace, sig)
             answer.retrieved = hits
-            chosen, messages, raw = self._choose(interpreted, hits, cands, pinned, trace, answer)
+            chosen, messages, raw = self._choose(interpreted, hits, cands, pinned, trace, answer, sig)
         except _Declined as d:
             self._decline(answer, d, interpreted)
             yield done()
             return
-        skip = self._check_skipped(pinned, interpreted)
-        if skip is None:
+        if self._check_runs():
             yield StreamEvent("status", "Checking the evidence…")
-        try:
-            self._verdict(interpreted, hits, chosen, pinned, trace, skip)
-        except _Declined as d:
-            self._decline(answer, d, interpreted)
+        self._verdict(interpreted, hits, chosen, sig, trace)
+        decision = self._decide(sig, trace, answer)
+        if decision.outcome != "answer":
+            self._decline(answer, self._declined_as(decision, interpreted, hits, chosen, pinned, sig),
+                          interpreted, chosen=chosen)
             yield done()
             return
         self._cite(answer, chosen, interpreted)
@@ -193,11 +198,40 @@ class Answerer:
         yield from self._synthesise(answer, chosen, messages, raw, interpreted, t0)
         yield done()
 
+    def _decide(self, sig: Signals, trace: list[RuleFiring], answer: Answer) -> Decision:
+        """The calibrated decision over all signals (``rag.decision``), traced."""
+        a = self.settings.answer
+        d = self.decision_model.decide(sig, a.decision_answer_at, a.decision_decline_below)
+        top = "; ".join(f"{n} {v:+.2f}" for n, v in d.strongest())
+        trace.append(RuleFiring("decision", d.outcome != "answer",
+                                f"{d.outcome}: P(answered) {d.p_answer:.2f}; strongest: {top}",
+                                data=d.to_dict()))
+        answer.decision = d.to_dict()
+        return d
+
+    def _declined_as(self, d: Decision, q: str, hits: list[SearchHit], chosen: list[Candidate],
+                     pinned: list[str], sig: Signals) -> _Declined:
+        """Which kind of non-answer: for chosen papers, always the detail their
+        abstracts lack; a low-confidence decision shows its closest passages
+        (not confirmed); a confident one is a decline, "absent" only when
+        retrieval itself found nothing close."""
+        target = self._named_target(q, hits)
+        first = chosen[0].hit if chosen else 0
+        if pinned:
+            return _Declined("missing_detail", first)
+        if target is None and sig.top_cosine < self.settings.retrieval.relevance_floor:
+            return _Declined("absent")  # retrieval itself found nothing close
+        if d.outcome == "not_confirmed" and chosen:
+            return _Declined("not_confirmed", first)
+        kind = self._kind(hits, target)
+        return _Declined(kind, first if target is None else target)
+
     def _gate_and_candidates(self, q: str, hits: list[SearchHit], pinned: list[str],
-                             trace: list[RuleFiring]) -> tuple[list[Candidate], list[SearchHit]]:
-        """Gates before the model, then the candidate sentences and the hits
+                             trace: list[RuleFiring], sig: Signals
+                             ) -> tuple[list[Candidate], list[SearchHit]]:
+        """Signals from retrieval, then the candidate sentences and the hits
         they come from: the pinned papers, the papers the question names, or
-        the top retrieved ones."""
+        the top retrieved ones. Only an empty search declines here."""
         s = self.settings
         if not hits:
             trace.append(RuleFiring("off_topic", True, "no paper retrieved"))
@@ -205,20 +239,22 @@ class Answerer:
         boost = s.evidence.evidence_value_boost if R.asks_value(q) else 0.0
         counts = {"counted": R.asked_measure(q), "count_boost": s.evidence.evidence_count_boost,
                   "lexical": self._lexical_overlap, "lexical_weight": s.evidence.evidence_lexical_weight}
+        # BM25-only search has no cosine; the fit's mean keeps the signal neutral.
+        sig.top_cosine = (max((h.dense_score or 0.0) for h in hits) if s.retrieval.retriever != "bm25"
+                          else self.decision_model.mean.get("top_cosine", 0.0))
         if not pinned:
-            if s.retrieval.retriever != "bm25":
-                top = max((h.dense_score or 0.0) for h in hits)
-                trace.append(R.off_topic(top, s))
-                if trace[-1].fired:
-                    raise _Declined("absent")
-            trace.append(R.unknown_name(self.retriever.unknown_names(q)))
-            if trace[-1].fired:
-                raise _Declined("absent")
+            r = R.off_topic(sig.top_cosine, s)
+            trace.append(RuleFiring(r.name, r.fired, r.detail, data={"top_cosine": sig.top_cosine}))
+            names = self.retriever.unknown_names(q)
+            trace.append(R.unknown_name(names))
+            sig.unknown_name = float(bool(names))
             named = sorted({i for v in self._named(q, hits).values() for i in v})
             # "Compare AdvAgent and Speak Easy": one recognised name in a comparison
             # may leave the other paper unnamed, so the search results stay in.
             if len(named) < 2 and R.is_comparative(q):
                 named = []
+            sig.names_paper = float(bool(self._named(q, hits)))
+            sig.top_coverage = self._lexical_overlap(q, hits[0].paper.title + " " + hits[0].paper.abstract)
             if not named:
                 return candidates(q, hits[: s.evidence.evidence_papers], self.embedder,
                                   total=s.evidence.evidence_sentences, per_paper=s.evidence.evidence_per_paper,
@@ -231,13 +267,15 @@ class Answerer:
             focus = len(named)
         else:
             focus = len(hits)
+            sig.top_coverage = self._lexical_overlap(q, hits[0].paper.title + " " + hits[0].paper.abstract)
         per = max(2, s.evidence.pinned_sentences // focus)
         return candidates(q, hits[:focus], self.embedder, total=per * focus, per_paper=per,
                           value_boost=boost, **counts), hits
 
     def _choose(self, q: str, hits: list[SearchHit], cands: list[Candidate], pinned: list[str],
-                trace: list[RuleFiring], answer: Answer):
-        """The model's evidence choice, then the evidence rules."""
+                trace: list[RuleFiring], answer: Answer, sig: Signals):
+        """The model's evidence choice, then the evidence rules: each adds
+        evidence or sets a signal; none declines alone."""
         s = self.settings
         if not cands:
             trace.append(RuleFiring("no_evidence", True, "no candidate sentences"))
@@ -257,22 +295,22 @@ class Answerer:
             best = max(cands, key=lambda c: c.relevance)
             ids = [best.id]
             trace.append(RuleFiring("choice_unparsed", True, f"reply {raw[:80]!r}; used [{best.id}]"))
-        chosen = [cands[i - 1] for i in ids]
-        trace.append(R.no_evidence(ids))
+        r = R.no_evidence(ids)
+        trace.append(RuleFiring(r.name, r.fired, r.detail, data={"ids": list(ids)}))
+        sig.chose_nothing = float(r.fired)
+        # With nothing chosen, the closest sentence stands in, so that the check
+        # and the other signals still read something; the decision weighs it.
+        chosen = [cands[i - 1] for i in ids] or [max(cands, key=lambda c: c.relevance)]
         named = self._named(q, hits)
-        target = 0 if pinned else self._named_target(q, hits)
-        if trace[-1].fired:
-            raise _Declined(self._kind(hits, target), target)
+        sig.chosen_cosine = max(c.relevance for c in chosen)
         if not pinned:
             if not named:  # a question naming its paper is about it, however it is worded
-                chosen, r = R.off_question_evidence(chosen, s)
+                kept, r = R.off_question_evidence(chosen, s)
                 trace.append(r)
-                if r.fired:
-                    raise _Declined(self._kind(hits, target), target)
+                chosen = kept or chosen
             chosen, r = R.named_paper_missing(named, chosen, cands, s)
             trace.append(r)
-            if r.fired:
-                raise _Declined("missing_detail", target)
+            sig.named_missing = float(r.fired)
             # A comparison that names one paper and describes the other ("DRAGO
             # and the policy-committee approach") still needs the second paper.
             n_named = len({i for v in named.values() for i in v})
@@ -285,44 +323,45 @@ class Answerer:
             trace.append(r)
         chosen, r = R.value_not_stated(q, chosen, cands)
         trace.append(r)
+        sig.value_missing = float(r.fired)
         if not r.fired and R.asks_value(q):
             chosen, added = R.value_clause_uncovered(q, chosen, cands, _headings(hits, chosen))
             trace.append(added)
-        if not r.fired:
-            chosen, r = R.name_not_stated(
-                q, chosen, cands, own=lambda c: heading(hits[c.hit].paper), generic=self._generic,
-                abbreviations=lambda c: {a for a in R.local_abbreviations(hits[c.hit].paper.abstract)
-                                         if not self._generic(a, limit=1)})
-            trace.append(r)
-        if r.fired:
-            # The model found the paper; only the asked value or name is missing from it.
-            raise _Declined("missing_detail", target if target is not None else chosen[0].hit)
+        chosen, r = R.name_not_stated(
+            q, chosen, cands, own=lambda c: heading(hits[c.hit].paper), generic=self._generic,
+            abbreviations=lambda c: {a for a in R.local_abbreviations(hits[c.hit].paper.abstract)
+                                     if not self._generic(a, limit=1)})
+        trace.append(r)
+        sig.name_missing = float(r.fired)
         chosen, r = R.question_part_uncovered(q, chosen, cands, self._terms, self._distinctive,
                                               _headings(hits, chosen), s.evidence.coverage_max_added)
         trace.append(r)
+        titles = _headings(hits, chosen)
+        have = set().union(*(self._terms(c.text) for c in chosen)) | self._terms(titles)
+        uncovered = sorted(t for t in self._terms(q) if t not in have and self._distinctive(t))
+        sig.uncovered = float(min(3, len(uncovered)))
+        sig.coverage = self._lexical_overlap(q, " ".join(c.text for c in chosen) + " " + titles)
+        sig.ranker_agrees = float(any(c.hit == 0 for c in chosen))
         return chosen, messages, raw
 
-    def _verdict(self, q: str, hits: list[SearchHit], chosen: list[Candidate], pinned: list[str],
-                 trace: list[RuleFiring], skip: str | None) -> None:
-        """Rule evidence_not_answering: a fresh, short prompt with only the
-        chosen sentences and the question. The synthesis still continues the
-        evidence conversation (the local model restores that prefix from its
-        prompt cache). For pinned papers a "no" is the second kind of decline
-        (the abstract does not state it); an overview question ("summarize
-        it") is answered by any abstract, so the check never declines it."""
-        if skip is not None:
-            if skip:
-                trace.append(RuleFiring("evidence_not_answering", False, skip))
+    def _verdict(self, q: str, hits: list[SearchHit], chosen: list[Candidate], sig: Signals,
+                 trace: list[RuleFiring]) -> None:
+        """The check: a fresh, short prompt with only the chosen sentences and
+        the question; its P(not answered) is a signal of the decision (for
+        pinned papers and overview questions also as its own term, since the
+        model leans "yes" there and any abstract answers a request for a gist).
+        The synthesis still continues the evidence conversation (the local
+        model restores that prefix from its prompt cache)."""
+        if not self._check_runs():
             return
-        e = self.settings.evidence
         p_no = self._p_not_answering(q, chosen, hits)
-        threshold = e.evidence_check_pinned_threshold if pinned else e.evidence_check_threshold
-        trace.append(R.evidence_not_answering(p_no, threshold))
-        if trace[-1].fired:
-            if pinned:
-                raise _Declined("missing_detail", chosen[0].hit)
-            target = self._named_target(q, hits)
-            raise _Declined(self._kind(hits, target), chosen[0].hit if target is None else target)
+        trace.append(RuleFiring("evidence_check", False, "no verdict" if p_no is None
+                                else f"P(not answered) {p_no:.2f}", data={"p_no": p_no}))
+        if p_no is None:
+            return
+        sig.check_logit = logit(p_no)
+        sig.check_pinned = sig.check_logit * sig.pinned
+        sig.check_overview = sig.check_logit * sig.overview
 
     def _p_not_answering(self, q: str, chosen: list[Candidate], hits: list[SearchHit]) -> float | None:
         """The model's probability that the chosen sentences do not answer the
@@ -347,16 +386,9 @@ class Answerer:
         model did not choose (rule unchosen_paper_not_answering)."""
         return self._p_not_answering(q, [Candidate(0, hit, t, 0.0, 0) for t in sents], hits)
 
-    def _check_skipped(self, pinned: list[str], q: str) -> str | None:
-        """Why the evidence check does not run: "" when it is turned off
-        (settings evidence_check, and for pinned papers an
-        evidence_check_pinned_threshold above 1), a reason for the trace when
-        the question is an overview (the check could not decline it: spare its
-        1-3 s); None when it runs."""
-        e = self.settings.evidence
-        if not e.evidence_check or (pinned and e.evidence_check_pinned_threshold > 1.0):
-            return ""
-        return "an overview question; not checked" if R.asks_overview(q) else None
+    def _check_runs(self) -> bool:
+        """Whether the evidence check runs (setting ``evidence_check``)."""
+        return self.settings.evidence.evidence_check
 
     def _terms(self, text: str) -> set[str]:
         """Stemmed content terms, as the BM25 index reads them."""
@@ -441,7 +473,8 @@ class Answerer:
             self._decline(answer, _Declined("missing_detail", target), q, keep=True)
 
     # -------------------------------------------------------------- decline
-    def _decline(self, answer: Answer, d: _Declined, q: str, *, keep: bool = False) -> None:
+    def _decline(self, answer: Answer, d: _Declined, q: str, *, keep: bool = False,
+                 chosen: list[Candidate] | None = None) -> None:
         hits = answer.retrieved
         answer.declined = True
         answer.decline_kind = d.kind
@@ -449,6 +482,14 @@ class Answerer:
             answer.evidence, answer.citations, answer.sentences = [], [], []
         else:
             answer.evidence, answer.citations = [], []
+        if d.kind == "not_confirmed" and chosen:
+            # The closest passages, shown as such: the reader judges them.
+            self._cite(answer, chosen, q)
+            answer.decline_reason = ("Not confirmed: these are the closest passages in the "
+                                     "collection, and they may not answer the question.")
+            quotes = "; ".join(f"{name_of(hits[c.hit].paper)}: “{c.text}”" for c in chosen[:3])
+            answer.text = f"{answer.decline_reason} {quotes}"
+            return
         if d.kind == "missing_detail" and hits:
             h = hits[d.target or 0]
             closest = self._closest(q, h)

@@ -100,9 +100,7 @@ class EvidenceSettings(Section):
     generic_name_papers: int = 3
     coverage_max_added: int = 2  # sentences question_part_uncovered may add to the evidence
     coverage_common_share: float = 0.1  # a term in more of the indexed chunks is too common to count
-    evidence_check: bool = True  # rule evidence_not_answering: ask the model afresh whether its evidence answers
-    evidence_check_threshold: float = 0.5  # decline when P(evidence does not answer) reaches this
-    evidence_check_pinned_threshold: float = 0.4  # ...for pinned papers (the model leans to "yes" there); above 1 skips it
+    evidence_check: bool = True  # ask the model afresh whether its evidence answers (a decision signal)
     # A paper the synthesis names but the model passed over when choosing evidence
     # must get a leaning "yes" from the check, not an undecided one, to join the answer.
     unchosen_paper_threshold: float = 0.45
@@ -157,6 +155,16 @@ class AnswerSettings(Section):
     support_threshold: float = 0.45
     synthesis_max_tokens: int = 160
     extend_max_sentences: int = 3
+    decision_answer_at: float = Field(
+        0.6, description="Answer when the calibrated decision's P(answered) reaches this "
+        "(rag/decision.py; the operating point chosen from the risk-coverage curve in "
+        "docs/evaluation.md)")
+    decision_decline_below: float = Field(
+        0.3, description="Below this P(answered) the question is declined outright; between "
+        "it and decision_answer_at the closest passages are shown as 'not confirmed'")
+    decision_file: Path | None = Field(
+        None, description="Decision coefficients to use instead of the bundled rag/decision.json "
+        "(written by `aqa eval fit-decision`)")
 
 
 class UISettings(Section):

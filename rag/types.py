@@ -230,12 +230,16 @@ class RuleFiring:
     name: str
     fired: bool
     detail: str = ""
+    data: dict[str, Any] = field(default_factory=dict)  # structured figures (no prose to parse)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-DeclineKind = Literal["absent", "missing_detail"]
+# absent: nothing in the collection is about it; missing_detail: the paper is
+# there, its abstract does not state it; not_confirmed: the closest passages
+# are shown, but the decision is not confident they answer (counts as declined).
+DeclineKind = Literal["absent", "missing_detail", "not_confirmed"]
 
 
 @dataclass
@@ -265,6 +269,7 @@ class Answer:
     evidence: list[Evidence] = field(default_factory=list)
     rules: list[RuleFiring] = field(default_factory=list)
     pinned: list[str] = field(default_factory=list)  # paper ids the question was restricted to
+    decision: dict[str, Any] | None = None  # rag.decision.Decision.to_dict(): outcome, P, signals
 
     @property
     def interpreted(self) -> str | None:
@@ -288,6 +293,7 @@ class Answer:
             "pinned": list(self.pinned),
             "evidence": [e.to_dict() for e in self.evidence],
             "rules": [r.to_dict() for r in self.rules],
+            "decision": self.decision,
             "model": self.model,
             "timings": self.timings.to_dict(),
             "sentences": [s.to_dict() for s in self.sentences],

@@ -144,7 +144,9 @@ def fake_engine(fake_settings, fake_index_dir):
     from rag.engine import Engine
 
     def make(llm=None, **over):
-        s = fake_settings.updated(**{"relevance_floor": 0.0, **over})
+        # A hand-set decision (tests/decision_unit.json), so that unit tests do
+        # not move when the product's decision is refit on eval data.
+        s = fake_settings.updated(**{"relevance_floor": 0.0, "decision_file": UNIT_DECISION, **over})
         if not _INDEX_FIELDS & set(over) and not s.storage.data_dir.exists():
             shutil.copytree(fake_index_dir, s.storage.data_dir)
         eng = Engine(s, llm=llm, embed_model=_fake_embedding_class()())
@@ -152,6 +154,9 @@ def fake_engine(fake_settings, fake_index_dir):
         return eng
 
     return make
+
+
+UNIT_DECISION = Path(__file__).resolve().parent / "decision_unit.json"
 
 
 @pytest.fixture(scope="session")

@@ -102,14 +102,19 @@ def test_supported_answer_is_quote_first(fake_engine):
     assert "evidence_not_answering" not in rules_fired(a)
 
 
-def test_rule_evidence_not_answering_declines(fake_engine):
-    """The model, asked afresh, says its chosen sentences do not answer: a decline,
-    of the second kind when the question names its paper."""
+def test_evidence_check_no_declines_through_the_decision(fake_engine):
+    """The model, asked afresh, says its chosen sentences do not answer: its
+    P(no) is the check_logit signal, and the decision declines, of the second
+    kind when the question names its paper."""
     eng = fake_engine(llm=ScriptedLLM(pick("11.3%"), "never written", verdict="no"))
     a = eng.ask(SHIELD_Q)
-    assert a.declined and "evidence_not_answering" in rules_fired(a)
+    assert a.declined and "decision" in rules_fired(a)
+    assert a.decision["signals"]["check_logit"] > 5 and a.decision["outcome"] == "decline"
     assert a.decline_kind == "missing_detail" and "does not state" in a.text
     assert "never written" not in a.text
+    # Every signal's contribution is in the trace, as data.
+    d = next(r for r in a.rules if r.name == "decision").data
+    assert set(d["contributions"]) == set(d["signals"]) and d["contributions"]["check_logit"] < 0
 
 
 def test_evidence_check_can_be_turned_off(fake_engine):
@@ -128,10 +133,11 @@ def test_evidence_event_comes_before_any_token(fake_engine):
     assert kinds[-1] == "answer"
 
 
-def test_rule_no_evidence_declines_with_the_closest_sentence(fake_engine):
+def test_no_evidence_is_a_signal_and_declines_with_the_closest_sentence(fake_engine):
     eng = fake_engine(llm=ScriptedLLM(lambda s: []))
     a = eng.ask("Which base model does ShieldAgent use to verify safety policies of agents?")
     assert a.declined and "no_evidence" in rules_fired(a)
+    assert a.decision["signals"]["chose_nothing"] == 1.0
     # The question names the paper: its abstract lacks the detail (second kind).
     assert a.decline_kind == "missing_detail"
     assert a.text.startswith("The abstract of ShieldAgent does not state this.")
@@ -139,21 +145,32 @@ def test_rule_no_evidence_declines_with_the_closest_sentence(fake_engine):
     assert quoted in a.retrieved[0].paper.abstract or any(quoted in h.paper.abstract for h in a.retrieved)
 
 
-def test_rule_off_topic_declines_without_the_model(fake_engine):
-    llm = ScriptedLLM(lambda s: [1])
+def test_low_retrieval_cosine_declines_as_absent(fake_engine):
+    """off_topic is a signal (top_cosine); a decision that weighs it declines
+    a question nothing is close to as "nothing in the collection"."""
+    from rag.decision import DecisionModel, Signals
+
+    llm = ScriptedLLM(lambda s: [1], "x")
     eng = fake_engine(llm=llm, relevance_floor=0.99)
+    names = Signals.names()
+    eng.answerer.decision_model = DecisionModel(
+        {n: (10.0 if n == "top_cosine" else 0.0) for n in names}, 0.0,
+        {n: (0.99 if n == "top_cosine" else 0.0) for n in names}, {n: 1.0 for n in names})
     a = eng.ask("zebra migration patterns in the Serengeti")
-    assert a.declined and a.decline_kind == "absent" and llm.calls == []
+    assert a.declined and a.decline_kind == "absent"
     assert "off_topic" in rules_fired(a)
+    top = next(r for r in a.rules if r.name == "off_topic").data["top_cosine"]
+    assert a.decision["signals"]["top_cosine"] == round(top, 4)
     assert "nearest papers" in a.text and "off_topic" not in a.text  # no jargon on screen
 
 
-def test_rule_unknown_name_declines_without_the_model(fake_engine):
-    llm = ScriptedLLM(lambda s: [1])
+def test_unknown_name_is_a_signal(fake_engine):
+    llm = ScriptedLLM(lambda s: [1], "x")
     eng = fake_engine(llm=llm)
     a = eng.ask("What pass@1 on HumanEval does the collection's code model reach?")
-    assert a.declined and "unknown_name" in rules_fired(a) and llm.calls == []
-    assert a.decline_kind == "absent"
+    assert a.declined and "unknown_name" in rules_fired(a)
+    assert a.decision["signals"]["unknown_name"] == 1.0
+    assert a.decision["contributions"]["unknown_name"] < 0
 
 
 def test_rule_value_not_stated(fake_engine):
@@ -161,6 +178,7 @@ def test_rule_value_not_stated(fake_engine):
     eng = fake_engine(llm=ScriptedLLM(pick("verifiable rules"), "ShieldAgent extracts rules."))
     a = eng.ask("How many verifiable rules does ShieldAgent extract from policy documents?")
     assert a.declined and "value_not_stated" in rules_fired(a)
+    assert a.decision["signals"]["value_missing"] == 1.0
     assert a.decline_kind == "missing_detail"
     eng2 = fake_engine(llm=ScriptedLLM(pick("11.3%"), "It outperforms by 11.3%."))
     b = eng2.ask("How much does ShieldAgent outperform prior methods on average?")
@@ -187,10 +205,12 @@ def test_rule_named_paper_missing(fake_engine):
     assert r.fired and "Y" in r.detail and chosen == c[:1]
 
 
-def test_rule_off_question_evidence(fake_engine):
+def test_off_question_evidence_trims_but_never_declines_alone(fake_engine):
     eng = fake_engine(llm=ScriptedLLM(lambda s: [1], "x"), evidence_floor=0.99)
     a = eng.ask("Which papers study prompt injection attacks on agents?")
-    assert a.declined and "off_question_evidence" in rules_fired(a)
+    assert "off_question_evidence" in rules_fired(a)
+    assert a.decision["signals"]["chosen_cosine"] < 0.99
+    assert a.decision["contributions"]["chosen_cosine"] == 0.0  # the unit model ignores it
 
 
 def test_rule_claim_not_in_evidence_withdraws_visibly(fake_engine):
@@ -238,8 +258,8 @@ def test_pinned_paper_skips_the_relevance_floor(fake_engine):
 
 def test_pinned_evidence_check_declines_details_never_overviews(fake_engine):
     """For pinned papers a "no" is the second kind of decline, never "absent";
-    an overview question is never declined by the check; a pinned threshold
-    above 1 skips the check."""
+    an overview question's check counts through its own signal
+    (check_overview), which the decision can weigh down."""
     from rag.types import Filters
 
     eng = fake_engine(llm=ScriptedLLM(lambda s: [1], "It proposes a guardrail [1].", verdict="no"))
@@ -248,31 +268,31 @@ def test_pinned_evidence_check_declines_details_never_overviews(fake_engine):
     a = eng.ask(q, filters=Filters(paper_ids=[pid]))
     assert a.declined and a.decline_kind == "missing_detail"
     assert a.text.startswith("The abstract of ShieldAgent does not state this.")
+    assert a.decision["signals"]["check_pinned"] == a.decision["signals"]["check_logit"] > 0
     a = eng.ask("What problem does this paper address?", filters=Filters(paper_ids=[pid]))
     assert not a.declined, a.text
-    check = next(r for r in a.rules if r.name == "evidence_not_answering")
-    assert not check.fired and "overview" in check.detail
-    eng.answerer.settings = eng.settings.updated(evidence_check_pinned_threshold=1.5)
-    a = eng.ask(q, filters=Filters(paper_ids=[pid]))
-    assert not a.declined and "evidence_not_answering" not in {r.name for r in a.rules}
+    assert a.decision["signals"]["overview"] == 1.0
+    assert a.decision["signals"]["check_overview"] == a.decision["signals"]["check_logit"]
 
 
-def test_graded_check_declines_at_its_threshold(fake_engine):
-    """A backend with option probabilities: the check fires only when P(no)
-    reaches AQA_EVIDENCE_CHECK_THRESHOLD."""
+def test_graded_check_moves_the_decision(fake_engine):
+    """A backend with option probabilities: P(no) enters as its logit; the
+    decision answers at a low P(no), shows the passages as not confirmed at a
+    middling one, and declines at a high one."""
     llm = ScriptedLLM(pick("11.3%"), "ShieldAgent outperforms prior methods by 11.3% [1].")
-    llm.option_probabilities = lambda messages, prefix, options: {"yes": 0.3, "no": 0.7}
     eng = fake_engine(llm=llm)
+    outcomes = {}
+    for p_no in (0.3, 0.85, 0.99):
+        llm.option_probabilities = lambda m, pre, o, p=p_no: {"yes": 1 - p, "no": p}
+        a = eng.ask(SHIELD_Q)
+        outcomes[p_no] = (a.decision["outcome"], a.declined, a.decline_kind)
+    assert outcomes[0.3] == ("answer", False, None)
+    assert outcomes[0.85] == ("not_confirmed", True, "not_confirmed")
+    assert outcomes[0.99][:2] == ("decline", True)
+    llm.option_probabilities = lambda m, pre, o: {"yes": 0.15, "no": 0.85}
     a = eng.ask(SHIELD_Q)
-    assert a.declined and "0.70" in next(r.detail for r in a.rules if r.name == "evidence_not_answering")
-    eng.answerer.settings = eng.settings.updated(evidence_check_threshold=0.8)
-    a = eng.ask(SHIELD_Q)
-    assert not a.declined, a.text
-    # An overview question is not checked at all: the check could not decline it.
-    asked = []
-    llm.option_probabilities = lambda messages, prefix, options: asked.append(1) or {"yes": 0, "no": 1}
-    a = eng.ask("What is the main contribution of ShieldAgent?")
-    assert not asked and not a.declined, a.text
+    # Not confirmed: the closest passages are shown as such, with their paper.
+    assert a.citations and "Not confirmed" in a.text and a.citations[0].quotes[0] in a.text
 
 
 def test_asks_overview_is_general_english():

@@ -72,16 +72,16 @@ def test_replay_rescores_the_check_on_the_recorded_evidence(fake_engine):
 
     from rag.prompts import render
 
-    graded = GradedOnly({render("check_system"): 0.7, "strict": 0.2})
+    graded = GradedOnly({render("check_system"): 0.99, "strict": 0.2})
     eng = fake_engine(llm=graded)
     q = Question(id="q1", question=SHIELD_Q, type="fact")
     rows = replay(eng, [q, Question(id="q2", question="unrecorded", type="fact")], choices,
                   {"strict": ("strict", "{quotes}\n\nQuestion: {question}\nAnswered?")})
     assert len(rows) == 1  # q2 has no recorded choice
     row = rows[0]
-    # The engine's own check (0.7 >= threshold 0.5) now declines; the variant is scored too.
-    assert row["outcome"] == "declined: evidence_not_answering"
-    assert row["p_engine"] == pytest.approx(0.7) and row["strict"] == pytest.approx(0.2)
+    # The engine's own check (P(no) 0.99) now makes the decision decline; the variant is scored too.
+    assert row["outcome"] == "declined: decision"
+    assert row["p_engine"] == pytest.approx(0.99) and row["strict"] == pytest.approx(0.2)
     assert row["p_recorded"] == 0.0  # the scripted run's check replied "yes"
     assert graded.asked.count("strict") == 1
     assert "1 reached the check" in report(rows, ["strict"])
@@ -105,7 +105,8 @@ def test_live_replay_lets_the_model_choose_and_records_its_choice(fake_engine):
     (row,) = rows
     assert row["outcome"] == "answered" and row["ids"]  # the model's own choice, kept
     assert row["p_engine"] == pytest.approx(0.2) and row["strict"] == pytest.approx(0.2)
-    # A model that chooses nothing: the engine declines before the check.
+    # A model that chooses nothing: the closest sentence is still checked, and
+    # the decision (chose_nothing) declines.
     eng = fake_engine(llm=ChoosesAndGrades(lambda sents: [], p_no=0.2))
     (row,) = replay(eng, [q], None, {})
-    assert row["outcome"] == "declined: no_evidence" and row["ids"] == [] and "p_engine" not in row
+    assert row["outcome"] == "declined: decision" and row["ids"] == [] and "p_engine" in row

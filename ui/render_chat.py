@@ -111,6 +111,13 @@ def _decline_markdown(answer: Answer) -> str:
         lines = ["**The paper is in the collection, but its abstract does not state this.**"]
     elif kind == "absent":
         lines = ["**Nothing in the loaded collection is about this.**"]
+    elif kind == "not_confirmed":
+        lines = ["**Not confirmed.** These are the closest passages in the collection; "
+                 "they may not answer the question."]
+        for c in answer.citations:
+            lines += ["", f"From **{md_escape(c.paper.display_title)}**:"]
+            lines += [f"> {md_with_links(t)}" for t in _quotes(c, answer)]
+        return "\n".join(lines)
     else:
         lines = ["**The loaded collection does not answer this question.**"]
     if answer.decline_reason:
@@ -247,6 +254,10 @@ def citations_panel(answer: Answer | None, *, preliminary: bool = False) -> str:
         return '<div class="aqa-empty">Cited papers appear here after an answer.</div>'
     if answer.declined:
         kind = getattr(answer, "decline_kind", None)
+        if kind == "not_confirmed" and answer.citations:
+            cards = "".join(citation_card(c, [], _quotes(c, answer)) for c in answer.citations)
+            return ('<div class="aqa-panel"><h4>Closest passages (not confirmed to answer '
+                    f"the question)</h4>{cards}</div>")
         if kind == "missing_detail" and answer.citations:
             cards = "".join(citation_card(c, [], _quotes(c, answer)) for c in answer.citations)
             return ('<div class="aqa-panel"><h4>The paper asked about (its abstract does not '

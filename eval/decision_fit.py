@@ -1,0 +1,103 @@
+"""Collecting decision signals and fitting the decision (``aqa eval signals``,
+``aqa eval fit-decision``).
+
+``collect`` runs each question through the real engine up to its decision
+(retrieval, the model's evidence choice, the check) and stops before the
+synthesis: ~8-10 s a question with the local model. Each row holds the
+question's label (answerable or not, as the index makes it) and its
+``rag.decision.Signals``. ``fit_rows`` fits ``rag.decision.fit`` on tune rows
+only, and reports the out-of-fold ROC AUC and the risk-coverage curve from
+which the operating point (settings ``answer.decision_answer_at``) is chosen.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from eval.runner import as_indexed, conversation_of
+
+# The operating point the fit suggests: the highest decline rate on
+# unanswerable questions among cut-offs that wrongly decline at most this share.
+MAX_WRONG_DECLINES = 0.05
+
+
+def signals_of(engine: Any, q: Any) -> dict[str, Any]:
+    """One question's decision signals (the stream is left at its decision)."""
+    q = as_indexed(engine, q)
+    history, filters = conversation_of(engine, q)
+    answer = None
+    for ev in engine.ask_stream(q.question, history=history, filters=filters):
+        if ev.answer is not None:
+            answer = ev.answer
+            if answer.decision is not None or ev.kind == "answer":
+                break
+    d = (answer.decision if answer else None) or {}
+    return {"id": q.id, "type": q.type, "split": getattr(q, "split", "tune"),
+            "answerable": bool(q.answerable), "outcome": d.get("outcome"),
+            "p_answer": d.get("p_answer"), "signals": d.get("signals")}
+
+
+def collect(engine: Any, questions: Sequence[Any], out: Path, *, progress: bool = True
+            ) -> list[dict[str, Any]]:
+    """Rows for ``questions``, appended to ``out`` as each finishes; questions
+    already in ``out`` are kept and skipped (an interrupted collection resumes)."""
+    done = {r["id"]: r for r in read_rows([out])} if out.exists() else {}
+    rows = [done[q.id] for q in questions if q.id in done]
+    todo = [q for q in questions if q.id not in done]
+    t0 = time.perf_counter()
+    with out.open("a", encoding="utf-8") as f:
+        for i, q in enumerate(todo, 1):
+            row = signals_of(engine, q)
+            rows.append(row)
+            f.write(json.dumps(row) + "\n")
+            f.flush()
+            if progress:
+                eta = (time.perf_counter() - t0) / i * (len(todo) - i)
+                print(f"[{i}/{len(todo)}] {q.id} {row['outcome']} p={row['p_answer']} "
+                      f"(eta {eta / 60:.0f} min)", file=sys.stderr, flush=True)
+    return rows
+
+
+def read_rows(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    rows: dict[str, dict[str, Any]] = {}
+    for p in paths:
+        for line in Path(p).read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                r = json.loads(line)
+                rows[r["id"]] = r
+    return list(rows.values())
+
+
+def fit_rows(rows: list[dict[str, Any]], *, seed: int = 0) -> dict[str, Any]:
+    """The fitted decision (JSON data) with its out-of-fold AUC, curve and
+    suggested operating point; heldout rows are refused."""
+    from rag.decision import auc, curve, fit
+    from rag.errors import AqaError
+
+    if any(r.get("split") == "heldout" for r in rows):
+        raise AqaError("signal rows include heldout questions: fit on tune only")
+    rows = [r for r in rows if r.get("signals")]
+    if len({r["answerable"] for r in rows}) < 2:
+        raise AqaError("need both answerable and unanswerable questions to fit the decision")
+    labels = [int(r["answerable"]) for r in rows]
+    data, oof = fit([r["signals"] for r in rows], labels, seed=seed)
+    pts = curve(oof, labels)
+    ok = [c for c in pts if 1 - c["answered_answerable"] <= MAX_WRONG_DECLINES]
+    best = max(ok, key=lambda c: (c["declined_unanswerable"], c["cutoff"])) if ok else pts[0]
+    data.update(oof_auc=round(auc(oof, labels), 4), curve=pts, suggested_answer_at=best["cutoff"],
+                fit_on=sorted(r["id"] for r in rows))
+    return data
+
+
+def curve_table(data: dict[str, Any]) -> str:
+    lines = ["| cut-off | answered (answerable) | declined (unanswerable) | precision |",
+             "|---|---|---|---|"]
+    for c in data["curve"][::2]:
+        lines.append(f"| {c['cutoff']:.3f} | {c['answered_answerable']:.3f} | "
+                     f"{c['declined_unanswerable']:.3f} | {c['precision']:.3f} |")
+    return "\n".join(lines)

@@ -1,0 +1,92 @@
+"""The calibrated answer decision (rag/decision.py) and its fit (eval/decision_fit.py)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from eval.decision_fit import fit_rows
+from rag.decision import DECISION_FILE, DecisionModel, Signals, auc, curve, logit
+from rag.errors import AqaError
+
+
+def _model(**coef: float) -> DecisionModel:
+    names = Signals.names()
+    return DecisionModel({n: coef.get(n, 0.0) for n in names}, 0.0,
+                         {n: 0.0 for n in names}, {n: 1.0 for n in names}, "test")
+
+
+def test_every_signal_is_documented_and_in_the_bundled_model() -> None:
+    data = json.loads(DECISION_FILE.read_text(encoding="utf-8"))
+    assert set(data["coef"]) == set(Signals.names())
+    src = open(Signals.__module__.replace(".", "/") + ".py", encoding="utf-8").read()
+    for n in Signals.names():  # each field carries its comment (its documentation)
+        line = next(ln for ln in src.splitlines() if ln.strip().startswith(f"{n}: float"))
+        assert "#" in line, n
+
+
+def test_outcomes_follow_the_two_cutoffs() -> None:
+    m = _model(check_logit=-1.0)
+    assert m.decide(Signals(check_logit=-3.0), 0.5, 0.2).outcome == "answer"  # p = 0.95
+    assert m.decide(Signals(check_logit=1.0), 0.5, 0.2).outcome == "not_confirmed"  # p = 0.27
+    assert m.decide(Signals(check_logit=3.0), 0.5, 0.2).outcome == "decline"  # p = 0.05
+
+
+def test_contributions_sum_to_the_logit_and_name_the_strongest_signal() -> None:
+    m = _model(check_logit=-1.0, unknown_name=-2.0, top_cosine=4.0)
+    s = Signals(check_logit=0.5, unknown_name=1.0, top_cosine=0.6)
+    d = m.decide(s, 0.5, 0.2)
+    z = sum(d.contributions.values())
+    assert d.p_answer == pytest.approx(1 / (1 + 2.718281828 ** -z), abs=1e-3)
+    assert d.strongest(1)[0][0] == "top_cosine"
+    assert d.signals["unknown_name"] == 1.0
+
+
+def test_logit_is_clipped() -> None:
+    assert logit(1.0) == pytest.approx(6.0)
+    assert logit(0.0) == pytest.approx(-6.0)
+    assert logit(0.5) == pytest.approx(0.0)
+
+
+def _rows(n: int, seed: int = 1) -> list[dict]:
+    """Synthetic rows where the check and coverage carry the label, noisily."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        y = i % 3 != 0
+        sig = Signals(check_logit=rng.gauss(-1.0 if y else 1.0, 1.0),
+                      coverage=rng.gauss(0.6 if y else 0.3, 0.15),
+                      top_cosine=rng.gauss(0.5, 0.1))
+        rows.append({"id": f"q{i:03d}", "split": "tune", "answerable": y, "signals": sig.to_dict()})
+    return rows
+
+
+def test_fit_learns_the_informative_signals_and_reports_its_curve() -> None:
+    data = fit_rows(_rows(150))
+    assert data["coef"]["check_logit"] < 0 < data["coef"]["coverage"]
+    assert abs(data["coef"]["top_cosine"]) < abs(data["coef"]["check_logit"])
+    assert data["oof_auc"] > 0.8
+    assert 0.0 <= data["suggested_answer_at"] <= 1.0
+    m = DecisionModel(data["coef"], data["intercept"], data["mean"], data["scale"])
+    good = Signals(check_logit=-2.0, coverage=0.7, top_cosine=0.5)
+    bad = Signals(check_logit=2.0, coverage=0.2, top_cosine=0.5)
+    assert m.p_answer(good) > 0.8 > 0.2 > m.p_answer(bad)
+
+
+def test_fit_refuses_heldout_rows_and_one_class() -> None:
+    rows = _rows(30)
+    rows[0]["split"] = "heldout"
+    with pytest.raises(AqaError, match="tune only"):
+        fit_rows(rows)
+    with pytest.raises(AqaError, match="both"):
+        fit_rows([r for r in _rows(30) if r["answerable"]])
+
+
+def test_curve_and_auc() -> None:
+    p, y = [0.9, 0.8, 0.3, 0.1], [1, 1, 0, 0]
+    assert auc(p, y) == 1.0
+    c = {pt["cutoff"]: pt for pt in curve(p, y, steps=11)}
+    assert c[0.5]["answered_answerable"] == 1.0 and c[0.5]["declined_unanswerable"] == 1.0
+    assert c[0.0]["declined_unanswerable"] == 0.0 and c[0.0]["precision"] == 0.5
