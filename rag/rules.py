@@ -24,8 +24,11 @@ from rag.config_sections import EvidenceSettings
 from rag.evidence import Candidate
 from rag.labels import paper_name, system_name
 from rag.text import (
+    DANGLING,
     NAME,
     NOT_STATED,
+    STOP,
+    WORD,
     has_value,
     normalise,
     number_words,
@@ -488,17 +491,47 @@ def claim_not_in_evidence(sentence: str, evidence: Sequence[str], question: str,
                       f"not in its evidence: {', '.join(missing)}" if missing else "ok")
 
 
-def unstated_specifics(sentence: str, evidence: Sequence[str], question: str,
+def unstated_specifics(sentence: str, evidence: Sequence[str], question: str = "",
                        generic=lambda name: False) -> list[str]:
-    """The numbers and names a sentence asserts that neither its evidence nor
-    the question contains (a number counts as stated when its value is:
-    "3,000" for "3K"; a field's common term is no claim)."""
-    known = normalise(" ".join(evidence) + " " + question)
-    known_values = values(" ".join(evidence) + " " + question)
+    """The numbers and names a sentence asserts that its evidence does not
+    contain (a number counts as stated when its value is: "3,000" for "3K";
+    a field's common term is no claim). The question is no evidence: a
+    benchmark the question names but the abstract does not is a fabrication
+    when the synthesis pairs it with the paper. ``question`` is kept for
+    callers' symmetry and unused."""
+    known = normalise(" ".join(evidence))
+    known_values = values(" ".join(evidence))
     text, _ = strip_markers(sentence)
     return sorted(x for x in specifics(text) if normalise(x) not in known
                   and not (values(x) and values(x) <= known_values)
                   and not (not any(ch.isdigit() for ch in x) and generic(x)))
+
+
+def question_term_unsupported(sentence: str, evidence: Sequence[str], question: str,
+                              terms, distinctive) -> RuleFiring:
+    """A synthesis sentence uses a distinctive term of the question ("protein
+    folding") that none of its cited evidence holds: the question's words
+    echoed as the paper's claim. ``terms``: text -> stemmed terms;
+    ``distinctive``: term -> bool (rare in the index)."""
+    text, _ = strip_markers(sentence)
+    have = set().union(*(terms(e) for e in evidence)) if evidence else set()
+    echoed = sorted(t for t in terms(text) & terms(question) if t not in have and distinctive(t))
+    return RuleFiring("question_term_unsupported", bool(echoed),
+                      f"question terms not in its evidence: {', '.join(echoed)}" if echoed else "ok",
+                      data={"terms": echoed})
+
+
+def broken_sentence(sentence: str) -> RuleFiring:
+    """A synthesis sentence with fewer than two content words, or one that
+    ends on a conjunction, preposition or article ("This is stated in and."),
+    says nothing and is never shown as an answer."""
+    text, _ = strip_markers(sentence)
+    words = WORD.findall(text)
+    content = [w for w in words if w.lower() not in STOP and (len(w) > 2 or w[0].isdigit())]
+    last = words[-1].lower() if words else ""
+    fired = len(content) < 2 or last in DANGLING
+    why = (f"ends on '{last}'" if last in DANGLING else f"{len(content)} content word(s)") if fired else "ok"
+    return RuleFiring("broken_sentence", fired, why, data={"content_words": len(content)})
 
 
 def cut_off_sentence(sentence: str, length_limited: bool) -> RuleFiring:

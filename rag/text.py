@@ -30,6 +30,11 @@ STOP = frozenset(
     mentions mentioned described describes according shown discussed discusses found given
     provided reported reports collection""".split()
 )
+# Words a finished sentence never ends on ("This is stated in and.").
+DANGLING = frozenset(
+    """a an the of and or to in on for with by from as at than but nor via whereas while its their
+    this these that""".split()
+)
 # The model saying the evidence lacks the answer, in its usual phrasings.
 NOT_STATED = re.compile(
     r"\bNOT[ _]FOUND\b|\b(?:is|are) not (?:mentioned|stated|specified|provided|given|reported|"

@@ -27,8 +27,12 @@ Verdict = Callable[[str, list, int, list[str]], float | None]
 
 class SynthesisChecker:
     def __init__(self, settings: Settings, embedder, generic: Callable[[str], bool],
-                 verdict: Verdict | None = None) -> None:
+                 verdict: Verdict | None = None, terms: Callable[[str], set[str]] | None = None,
+                 distinctive: Callable[[str], bool] | None = None) -> None:
         self.settings = settings
+        # Stemmed terms of a text and whether a term is rare in the index
+        # (rule question_term_unsupported); without them the rule is off.
+        self.terms, self.distinctive = terms, distinctive
         self.embedder = embedder
         self.generic = generic  # a field's common term (LLM, GPU) is no claim
         self.verdict = verdict  # the evidence check, for a paper the model did not choose
@@ -71,6 +75,10 @@ class SynthesisChecker:
                     ev_texts += [t for t, _ in extra]
                     nums |= {n for _, n in extra}
                     support = self._support(body, ev_texts, title)
+                if not claim.fired:
+                    claim = self._echo(body, ev_texts + named + [title], q)
+                if not claim.fired:
+                    claim = R.broken_sentence(body)
                 ss = SentenceSupport(
                     text=body, citations=sorted(nums), support=support,
                     supported=support >= s.answer.support_threshold and not claim.fired,
@@ -101,6 +109,12 @@ class SynthesisChecker:
             return True
         answer.text = answer_text(answer)
         return False
+
+    def _echo(self, body: str, evidence: list[str], q: str) -> RuleFiring:
+        """Rule question_term_unsupported, when the checker has term functions."""
+        if self.terms is None or self.distinctive is None:
+            return RuleFiring("question_term_unsupported", False, "off")
+        return R.question_term_unsupported(body, evidence, q, self.terms, self.distinctive)
 
     def _support(self, body: str, evidence: list[str], title: str) -> float:
         """How well evidence backs a claim: half the share of the claim's

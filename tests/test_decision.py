@@ -90,3 +90,36 @@ def test_curve_and_auc() -> None:
     c = {pt["cutoff"]: pt for pt in curve(p, y, steps=11)}
     assert c[0.5]["answered_answerable"] == 1.0 and c[0.5]["declined_unanswerable"] == 1.0
     assert c[0.0]["declined_unanswerable"] == 0.0 and c[0.0]["precision"] == 0.5
+
+
+def test_synthesis_may_not_take_names_or_terms_from_the_question() -> None:
+    """A benchmark the question names but the evidence lacks is a fabrication
+    when the synthesis pairs it with the paper; so is a question term echoed
+    as the paper's claim (rules claim_not_in_evidence, question_term_unsupported)."""
+    from rag.rules import claim_not_in_evidence, question_term_unsupported
+    from rag.text import stemmer
+
+    ev = ["MELON masks the user prompt and compares tool calls on AgentDojo."]
+    q = "Does MELON evaluate on WebArena-Lite?"
+    assert claim_not_in_evidence("MELON is evaluated on WebArena-Lite [1].", ev, q).fired
+    assert not claim_not_in_evidence("MELON is evaluated on AgentDojo [1].", ev, q).fired
+    terms = stemmer().terms
+    common = {"model", "diffus"}
+    r = question_term_unsupported("The paper uses diffusion models for protein folding [1].",
+                                  ["Masked diffusion models generate text."],
+                                  "What about protein folding with diffusion models?",
+                                  terms, lambda t: t not in common)
+    assert r.fired and "protein" in r.data["terms"]
+    assert not question_term_unsupported("Masked diffusion models generate text [1].",
+                                         ["Masked diffusion models generate text."],
+                                         "What do diffusion models generate?", terms,
+                                         lambda t: True).fired
+
+
+def test_broken_sentences_are_never_answers() -> None:
+    from rag.rules import broken_sentence
+
+    assert broken_sentence("This is stated in and. [1]").fired
+    assert broken_sentence("Additionally, ShieldAgent uses the [1]").fired
+    assert not broken_sentence("MELON detects attacks by masking the user prompt [1].").fired
+    assert not broken_sentence("It uses AgentDojo and ASB [2].").fired
