@@ -3,7 +3,8 @@
 Fast and model-free: reads the JSONL file and the bundled abstracts with the
 standard library only, and checks the rules written down in
 ``eval/QUESTIONS.md`` (schema, gold/pinned references, must_include against the
-gold abstracts, follow-up histories, the tune/heldout split).
+gold abstracts, follow-up histories, the tune/heldout split: q001-q315 tune, q316+
+heldout with fixed per-type counts).
 """
 
 from __future__ import annotations
@@ -22,10 +23,22 @@ CORPUS = REPO / "data" / "icml2025"
 TYPES = {"fact", "which", "paraphrase", "compare", "topic", "unanswerable", "followup", "pinned"}
 BASE_KEYS = {"id", "question", "type", "gold", "must_include", "notes", "split"}
 OPTIONAL_KEYS = {"answered_by", "history", "pinned", "answerable"}
-# q001-q120 were used while tuning the engine's rules: they must stay in "tune".
+# q001-q120 were used while tuning the engine's rules, and the first held-out split
+# (q121-q310) was retired into "tune" on 2026-12-02 after its per-question results had
+# been read: q001-q315 are all "tune". The held-out split is exactly q316 onward.
 ORIGINAL_MAX_ID = 120
-MIN_HELDOUT_SHARE = 0.4
-STRATUM_TOLERANCE = 0.15
+TUNE_MAX_ID = 315
+MIN_HELDOUT = 120
+MIN_HELDOUT_PER_TYPE = 8
+COUNT_TOLERANCE = 2
+# Target held-out counts per type (each may differ by COUNT_TOLERANCE).
+HELDOUT_TARGET = {"fact": 18, "which": 18, "paraphrase": 16, "compare": 10, "topic": 8,
+                  "unanswerable": 20, "followup": 16, "pinned": 16}
+# Sub-strata: (type, kind) -> target count; same tolerance.
+HELDOUT_SUBTARGET = {("unanswerable", "detail not stated"): 10, ("unanswerable", "absent topic"): 10,
+                     ("followup", "answerable"): 12, ("followup", "not answerable"): 4,
+                     ("pinned", "answerable"): 11, ("pinned", "not answerable"): 5}
+BM25_NOTE = re.compile(r"\bbm25 rank (\d+)\b")
 
 
 def _abstracts() -> dict[tuple[str, int], str]:
@@ -61,8 +74,22 @@ def _answerable(q: dict) -> bool:
     return q["answerable"] if "answerable" in q else q["type"] != "unanswerable"
 
 
+def _num(q: dict) -> int:
+    return int(q["id"][1:])
+
+
 def _is_original(q: dict) -> bool:
-    return int(q["id"][1:]) <= ORIGINAL_MAX_ID
+    return _num(q) <= ORIGINAL_MAX_ID
+
+
+def _heldout() -> list[dict]:
+    return [q for q in QS if q["split"] == "heldout"]
+
+
+def _subkind(q: dict) -> str:
+    if q["type"] == "unanswerable":
+        return "detail not stated" if q["gold"] else "absent topic"
+    return "answerable" if _answerable(q) else "not answerable"
 
 
 def test_corpus_has_57_abstracts():
@@ -155,19 +182,48 @@ def test_split_values_and_original_questions_are_tune():
             assert q["split"] == "tune", f"{q['id']} was used for tuning; it cannot be heldout"
 
 
-def test_heldout_share_and_stratification():
-    held = [q for q in QS if q["split"] == "heldout"]
-    assert len(held) / len(QS) >= MIN_HELDOUT_SHARE, len(held) / len(QS)
-    new = [q for q in QS if not _is_original(q)]
-    rate = sum(q["split"] == "heldout" for q in new) / len(new)
-    by_type: dict[str, list[dict]] = collections.defaultdict(list)
-    for q in new:
-        by_type[q["type"]].append(q)
-    assert set(by_type) == TYPES, set(by_type) ^ TYPES
-    for t, qs in by_type.items():
-        share = sum(q["split"] == "heldout" for q in qs) / len(qs)
-        assert abs(share - rate) <= STRATUM_TOLERANCE, (t, share, rate)
-        assert any(q["split"] == "tune" for q in qs) or len(qs) < 3, t
+def test_heldout_is_exactly_the_questions_from_q316():
+    # q001-q315 are tune (q121-q310 were the first heldout, retired on 2026-12-02 because
+    # their per-question results had been read); every question from q316 on is heldout.
+    for q in QS:
+        if _num(q) <= TUNE_MAX_ID:
+            assert q["split"] == "tune", f"{q['id']} (q001-q{TUNE_MAX_ID}) must be tune"
+        else:
+            assert q["split"] == "heldout", f"{q['id']} (q{TUNE_MAX_ID + 1}+) must be heldout"
+    assert len(_heldout()) >= MIN_HELDOUT, len(_heldout())
+
+
+def test_heldout_type_counts():
+    counts = collections.Counter(q["type"] for q in _heldout())
+    assert set(counts) == TYPES, set(counts) ^ TYPES
+    for t, target in HELDOUT_TARGET.items():
+        assert counts[t] >= MIN_HELDOUT_PER_TYPE, (t, counts[t])
+        assert abs(counts[t] - target) <= COUNT_TOLERANCE, (t, counts[t], target)
+    sub = collections.Counter((q["type"], _subkind(q)) for q in _heldout())
+    for key, target in HELDOUT_SUBTARGET.items():
+        assert abs(sub[key] - target) <= COUNT_TOLERANCE, (key, sub[key], target)
+    two_paper_pins = [q for q in _heldout() if q["type"] == "pinned" and len(q["pinned"]) == 2]
+    assert len(two_paper_pins) >= 3, len(two_paper_pins)
+
+
+def test_heldout_which_and_paraphrase_record_bm25_rank():
+    # Each heldout which/paraphrase note records the plain-BM25 rank of its gold paper over
+    # the 57 bundled + 200 distractor abstracts; at least half must not be ranked first.
+    ranks = []
+    for q in _heldout():
+        if q["type"] in {"which", "paraphrase"}:
+            m = BM25_NOTE.search(q["notes"])
+            assert m, f"{q['id']}: notes must record 'bm25 rank N'"
+            ranks.append(int(m.group(1)))
+    assert ranks
+    assert 2 * sum(r > 1 for r in ranks) >= len(ranks), ranks
+
+
+def test_heldout_gold_spread():
+    gold = {_key(g) for q in _heldout() for g in q["gold"]}
+    assert len(gold) >= 45, len(gold)
+    for q in _heldout():
+        assert "answered_by" not in q, f"{q['id']}: no heldout question is answered by a distractor"
 
 
 def test_loader_accepts_the_file():
