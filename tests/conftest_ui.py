@@ -93,10 +93,12 @@ def running_app(work: Path, real_index_dir: Path, **overrides) -> Iterator[Serve
     shutil.copytree(real_index_dir, data_dir)
     port = free_port()
     if TEST_MODEL == "smollm2-135m":
-        # The 135M test model cannot judge evidence: its P("no") on answerable
-        # pinned questions passes the pinned threshold. These tests are about
-        # the UI; the check is tested with the default model (test_answer_real.py).
-        overrides.setdefault("evidence_check_pinned_threshold", 1.5)
+        # The 135M test model cannot judge evidence, and the product's decision
+        # is fit on the default model's signals. These tests are about the UI:
+        # they use the hand-set unit decision; the decision is tested with the
+        # default model in test_answer_real.py.
+        overrides.setdefault("decision_file", Path(__file__).resolve().parent / "decision_unit.json")
+        overrides.setdefault("evidence_check", False)
     settings = Settings(
         _env_file=None, data_dir=data_dir, local_model=TEST_MODEL,
         corpus_paths=[BUNDLED_CORPUS, planted_dir], port=port, ui_timeout=240.0,

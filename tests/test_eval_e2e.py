@@ -78,8 +78,12 @@ def index_copy(real_index_dir: Path, tmp_path: Path) -> Path:
     return d
 
 
+UNIT_DECISION = Path(__file__).resolve().parent / "decision_unit.json"
+
+
 def run(index: Path, qset: Path, out: Path, llm: FakeLLM) -> tuple[dict, list[dict]]:
-    eng = Engine(Settings(_env_file=None, data_dir=index), llm=llm)
+    # The hand-set unit decision: the fake's replies are no data the product's fit knows.
+    eng = Engine(Settings(_env_file=None, data_dir=index, decision_file=UNIT_DECISION), llm=llm)
     cfg = RunConfig(set_path=qset, use_llm=True, label="e2e", n_boot=200)
     run_eval(eng, load_questions(qset), cfg, out, progress=lambda _m: None)
     return load_run(out)
