@@ -2,11 +2,12 @@
 
 1. The question is interpreted against the conversation (``rag.conversation``).
 2. Papers are retrieved, or taken as pinned (``Filters.paper_ids``).
-3. Gates in code: ``off_topic`` and ``unknown_name`` decline before the model.
+3. Retrieval signals (best cosine, names unknown to the corpus, named papers).
 4. The model chooses evidence sentences under a JSON schema (``rag.evidence``);
-   the rules in ``rag.rules`` decide answer or decline from that evidence.
-5. The model is asked afresh, with only the chosen sentences in view, whether
-   they answer the question (rule evidence_not_answering).
+   the rules in ``rag.rules`` add evidence and set signals, and the model is
+   asked afresh, with only the chosen sentences in view, whether they answer.
+5. One calibrated decision over all signals (``rag.decision``): answer, not
+   confirmed (the closest passages shown as such), or decline.
 6. Only then does the synthesis stream, continuing the evidence conversation.
    ``rag.verify`` checks each of its sentences against the evidence it cites;
    a sentence that fails stays visible, marked withdrawn. Nothing streamed is
