@@ -18,6 +18,7 @@ from typing import Any
 
 from rag.cli import Registrar, common_options, settings_for
 from rag.errors import AqaError
+from rag.fetch import register as register_fetch
 
 
 def _missing(what: str, extra: str, err: ImportError) -> Callable[[argparse.Namespace], int]:
@@ -75,7 +76,7 @@ def _eval_registrar() -> Registrar:
 
 def registrars() -> list[Registrar]:
     """Every subcommand registrar beyond the engine's own commands."""
-    return [register_serve, _eval_registrar()]
+    return [register_serve, _eval_registrar(), register_fetch]
 
 
 def main(argv: list[str] | None = None) -> int:
