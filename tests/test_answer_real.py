@@ -66,7 +66,7 @@ def test_summarize_pinned_paper(qwen_engine):
 def test_absent_topic_is_declined(qwen_engine):
     # A topic no paper in the collection touches. (A half-covered topic, such as
     # weather forecasting *with graph neural networks*, can still draw an answer
-    # quoting the GNN paper: a known limit, see README "Known limits".)
+    # quoting the GNN paper: a known limit, see docs/architecture.md "Known limits".)
     a = qwen_engine.ask("Which papers predict protein 3D structure from amino-acid sequences?")
     assert a.declined and a.decline_kind == "absent"
     assert "nearest papers" in a.text and not a.citations
