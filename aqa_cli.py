@@ -4,6 +4,7 @@ other packages add, assembled here so that ``rag`` never imports them.
 - ``serve``: the Gradio app (``ui.app``; needs the ``[ui]`` extra).
 - ``eval`` and ``bench``: the evaluation suite (``eval.cli.register``; its
   reports need the ``[eval]`` extra).
+- ``mcp``: the MCP server (``rag.mcp_server.register``; needs the ``[mcp]`` extra).
 
 A part that cannot be imported still has its command: using it prints what is
 missing and how to install it, instead of the command silently vanishing.
@@ -74,9 +75,23 @@ def _eval_registrar() -> Registrar:
     return register
 
 
+def _mcp_registrar() -> Registrar:
+    try:
+        from rag.mcp_server import register
+    except ImportError as e:  # the `mcp` SDK is not installed
+        err = e
+
+        def register(sub: Any) -> None:
+            p = sub.add_parser("mcp", help=f"MCP server (not available: {err})")
+            p.add_argument("rest", nargs=argparse.REMAINDER)
+            p.set_defaults(fn=_missing("`aqa mcp` (the MCP server)", "mcp", err))
+
+    return register
+
+
 def registrars() -> list[Registrar]:
     """Every subcommand registrar beyond the engine's own commands."""
-    return [register_serve, _eval_registrar(), register_fetch]
+    return [register_serve, _eval_registrar(), _mcp_registrar(), register_fetch]
 
 
 def main(argv: list[str] | None = None) -> int:
