@@ -158,12 +158,21 @@ def _print_comparison(c: Comparison) -> None:
 
 
 def cmd_ingest(args):
+    missing = [p for p in args.paths or () if not Path(p).exists()]
+    if missing:  # a typo: say so before loading anything, and index nothing
+        raise AqaError(f"{missing[0]}: no such file or folder; nothing was ingested.")
     _say("Loading the index and the embedding model…")
     eng = _engine(args)
     where = ", ".join(str(p) for p in (args.paths or eng.settings.corpus.corpus_paths))
     _say(f"Reading, embedding and indexing {where} (unchanged papers are skipped)…")
     rep = eng.ingest(args.paths or None, prune=args.prune, rebuild=args.rebuild,
                      progress=True)
+    if rep.errors and not rep.papers_total:  # nothing indexed: say why, one line each
+        for e in rep.errors:
+            print(f"error: {e}", file=sys.stderr)
+        if args.json:
+            _emit(rep.to_dict())
+        return 1
     tmap = eng.topic_map()  # cached by the ingest just now: free
     _say(f"Topic map: {len(tmap.clusters)} clusters ({tmap.method}), "
          f"computed in {tmap.seconds:.1f}s.")

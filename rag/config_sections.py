@@ -42,6 +42,10 @@ class CorpusSettings(Section):
     chunk_tokens: int = 128
     chunk_overlap: int = 24
     dedup_threshold: float = 0.6
+    max_abstract_chars: int = Field(
+        20_000, gt=0,
+        description="A record whose abstract is longer is skipped with one warning naming its "
+                    "file and line (a full text or a broken export, not an abstract).")
     topic_map_iterations: int = 400  # t-SNE iterations of the topic map (250 are early exaggeration)
     topic_map_angle: float = 0.8  # its Barnes-Hut angle: higher is faster and coarser
 

@@ -34,7 +34,7 @@ from rag.derived import DerivedCache
 from rag.errors import CorpusError
 from rag.labels import derive_label, label_candidates
 from rag.readers import MIN_ABSTRACT_CHARS, SUPPORTED_EXTENSIONS, RecordBuilder, reader_for
-from rag.readers.base import provenance_id
+from rag.readers.base import MAX_ABSTRACT_CHARS, provenance_id
 from rag.sidecar import SIDECAR_NAME, load_and_apply
 from rag.textio import FileReadError, decode_error_messages, read_text
 from rag.types import Paper
@@ -67,12 +67,14 @@ def content_hash(paper: Paper) -> str:
 
 
 def load_file(path: Path, *, rel: str, source: str,
-              label: Callable[[str], str] | None = None) -> tuple[list[Paper], list[CorpusError]]:
+              label: Callable[[str], str] | None = None,
+              max_abstract_chars: int = MAX_ABSTRACT_CHARS,
+              ) -> tuple[list[Paper], list[CorpusError]]:
     """Load one corpus file. ``rel`` is its provenance path, ``source`` its source name,
     ``label`` what derives an untitled record's label (default ``derive_label``).
     Never raises for bad input: problems come back as ``CorpusError``s."""
     path = Path(path)
-    out = RecordBuilder(rel, source, label)
+    out = RecordBuilder(rel, source, label, max_chars=max_abstract_chars)
     reader = reader_for(path.suffix)
     if reader is None:
         out.error(
@@ -107,7 +109,8 @@ def _walk(root: Path) -> Iterable[Path]:
 
 
 def load_corpus(paths: Sequence[Path | str], *, dedup_threshold: float = 0.6,
-                cache: DerivedCache | None = None) -> LoadResult:
+                cache: DerivedCache | None = None,
+                max_abstract_chars: int = MAX_ABSTRACT_CHARS) -> LoadResult:
     """Load files/folders, merge near-duplicates, make ids unique and derived labels distinct.
 
     A folder is walked recursively; its name is the ``source`` of every paper in it.
@@ -146,7 +149,8 @@ def load_corpus(paths: Sequence[Path | str], *, dedup_threshold: float = 0.6,
             seen.add(f)
             files.append(rel)
             got, errs = load_file(f, rel=rel, source=source,
-                                  label=cache.derive if cache is not None else None)
+                                  label=cache.derive if cache is not None else None,
+                                  max_abstract_chars=max_abstract_chars)
             papers.extend(got)
             errors.extend(errs)
             if f.suffix.lower() == ".txt":

@@ -136,9 +136,12 @@ def openai_embedding(settings: Settings) -> BaseEmbedding:
 class EmbeddingCache:
     """sqlite map (model, sha256(text)) -> float32 vector. Thread-safe."""
 
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False)
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+        """``read_only`` (an index folder that cannot be written): the cache
+        lives in memory, so embedding works and the folder is never touched."""
+        if not read_only:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(":memory:" if read_only else path, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS emb (model TEXT, key TEXT, vec BLOB, PRIMARY KEY(model, key))"

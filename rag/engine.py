@@ -23,6 +23,7 @@ from rag.index import VectorIndex
 from rag.llm import LLM, make_llm
 from rag.prompts import render
 from rag.retrieve import HybridRetriever
+from rag.store import writable
 from rag.text import name_markers
 from rag.topics import TopicMap
 from rag.types import (
@@ -64,7 +65,12 @@ class Engine:
                 f"No index at {self.settings.storage.data_dir} (the folder does not exist): "
                 "run `aqa ingest` first, or pass the --data-dir of an existing index."
             )
-        self.settings.storage.data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir = self.settings.storage.data_dir
+        # An existing folder this process cannot write (a shared read-only
+        # index): searching and answering work, ingest says why it cannot.
+        self.read_only = data_dir.is_dir() and not writable(data_dir)
+        if not self.read_only:
+            data_dir.mkdir(parents=True, exist_ok=True)
         self._llm = llm
         self._embed_model = embed_model
         self._embedder: CachedEmbedder | None = None
@@ -73,7 +79,7 @@ class Engine:
         self._llm_lock = threading.Lock()
         # A model passed in (tests, benchmarks) is recorded under its own name.
         self.embed_name = embed_model.model_name if embed_model else embed_model_name(self.settings)
-        self.index = VectorIndex(self.settings, self._get_embedder)
+        self.index = VectorIndex(self.settings, self._get_embedder, read_only=self.read_only)
         self.retriever = HybridRetriever(self.settings, self.index, _LazyEmbedder(self))
         self.attributor = Attributor(_LazyEmbedder(self), self.settings.answer.support_threshold)
         self.answerer = Answerer(self.settings, self.retriever, self._get_llm, _LazyEmbedder(self))
@@ -83,7 +89,8 @@ class Engine:
         with self._embed_lock:
             if self._embedder is None:
                 model = self._embed_model or make_embed_model(self.settings)
-                cache = EmbeddingCache(self.settings.storage.data_dir / "embed_cache.sqlite")
+                cache = EmbeddingCache(self.settings.storage.data_dir / "embed_cache.sqlite",
+                                       read_only=self.read_only)
                 self._embedder = CachedEmbedder(model, self.embed_name, cache)
             return self._embedder
 

@@ -50,3 +50,11 @@ class PaperNotFoundError(AqaError):
 class IndexDamagedError(AqaError):
     """A part of the index (the catalog, the vector store) is damaged or
     missing; the message names the file and the fix (``aqa ingest --rebuild``)."""
+
+
+class IndexReadOnlyError(AqaError):
+    """A write (ingest, rebuild) to an index that is read-only here."""
+
+
+class DiskFullError(AqaError):
+    """The disk filled up during a write; re-running resumes."""

@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 from rag.errors import AqaError, IndexDamagedError, IndexMismatchError
-from rag.store import damaged_message, sqlite_problem
+from rag.store import damaged_message, disk_full, sqlite_problem
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,10 @@ class IndexHealthChecks:
         if st.chroma_host:
             return (f"The Chroma server at {st.chroma_host}:{st.chroma_port} "
                     f"failed ({e.__class__.__name__}: {str(e)[:160]}).")
+        if disk_full(e, self.settings.storage.data_dir):
+            return (f"The disk holding {self.settings.storage.data_dir} is full, so the vector "
+                    "store cannot open: free some space (nothing is damaged; an interrupted "
+                    "ingest resumes when run again).")
         return (f"The vector store {self.chroma_path / 'chroma.sqlite3'} is damaged "
                 f"({e.__class__.__name__}: {str(e)[:160]}): run `aqa ingest --rebuild` to move "
                 "it aside and rebuild the index from the corpus.")
@@ -65,6 +69,8 @@ class IndexHealthChecks:
         try:
             counts = self.catalog.counts()
             catalog = f"ok ({counts[0]} papers, {counts[1]} chunks; {self.catalog_path})"
+            if self.read_only:
+                catalog += " (read-only: search and ask work; ingest needs write access)"
         except AqaError as e:
             catalog = "damaged"
             problems.append(str(e))
@@ -85,7 +91,8 @@ class IndexHealthChecks:
             vectors = "damaged"
             problems.append(str(e))
         except Exception as e:
-            vectors = "damaged"
+            vectors = "unavailable (disk full)" if disk_full(e, self.settings.storage.data_dir) \
+                else "damaged"
             problems.append(self._chroma_message(e))
         return IndexHealth(ok=not problems, catalog=catalog, vectors=vectors, problems=problems)
 

@@ -26,9 +26,9 @@ from rag.config import Settings
 from rag.corpus import content_hash, load_corpus
 from rag.derived import DerivedCache
 from rag.embed import CachedEmbedder
-from rag.errors import AqaError, IndexDamagedError
+from rag.errors import AqaError, DiskFullError, IndexDamagedError, IndexReadOnlyError
 from rag.health import IndexHealth, IndexHealthChecks
-from rag.store import Catalog
+from rag.store import Catalog, disk_full
 from rag.types import IngestReport, Paper
 
 __all__ = ["BATCH_PAPERS", "Chunker", "IndexHealth", "VectorIndex", "chunk_id",
@@ -36,10 +36,13 @@ __all__ = ["BATCH_PAPERS", "Chunker", "IndexHealth", "VectorIndex", "chunk_id",
 
 BATCH_PAPERS = 32
 BATCH_PAPERS_MAX = 128
+CHROMA_MIN_BATCH = 5000  # delete/get slices below, and the fallback write limit
 log = logging.getLogger(__name__)
 
 
-def make_chroma_client(settings: Settings):
+def make_chroma_client(settings: Settings, path: Path | None = None):
+    """A client for the configured store; ``path``: open the embedded store
+    from there instead of the index's own ``chroma/`` folder."""
     import chromadb
     from chromadb.config import Settings as ChromaSettings
 
@@ -53,7 +56,23 @@ def make_chroma_client(settings: Settings):
                 f"Cannot reach the Chroma server at {st.chroma_host}:{st.chroma_port} "
                 f"({e.__class__.__name__}): start it with `chroma run` or unset AQA_CHROMA_HOST."
             ) from e
-    return chromadb.PersistentClient(path=str(st.data_dir / "chroma"), settings=cs)
+    return chromadb.PersistentClient(path=str(path or st.data_dir / "chroma"), settings=cs)
+
+
+def read_only_copy(chroma_dir: Path) -> Path:
+    """A private, writable copy of a read-only embedded vector store, removed
+    at exit. Chroma cannot open its files read-only (it writes on open), and
+    the store is small beside the models (about 15 MB per 1,000 papers)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix="aqa-readonly-"))
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+    if chroma_dir.is_dir():
+        shutil.copytree(chroma_dir, tmp / "chroma")
+    log.info("the index is read-only: vectors opened from a private copy in %s", tmp)
+    return tmp / "chroma"
 
 
 class VectorIndex(IndexHealthChecks):
@@ -66,8 +85,12 @@ class VectorIndex(IndexHealthChecks):
     deleted ``chroma/`` never degrades silently to keyword-only results.
     ``ingest(rebuild=True)`` moves damaged parts aside and always recovers."""
 
-    def __init__(self, settings: Settings, embedder: Callable[[], CachedEmbedder]) -> None:
+    def __init__(self, settings: Settings, embedder: Callable[[], CachedEmbedder], *,
+                 read_only: bool = False) -> None:
+        """``read_only``: the data dir cannot be written here; search and
+        answers work, ingest and rebuild raise ``IndexReadOnlyError``."""
         self.settings = settings
+        self.read_only = read_only
         self._embedder_factory = embedder
         self._catalog: Catalog | None = None
         self._client = None
@@ -87,7 +110,7 @@ class VectorIndex(IndexHealthChecks):
     @property
     def catalog(self) -> Catalog:
         if self._catalog is None:
-            self._catalog = Catalog(self.catalog_path)
+            self._catalog = Catalog(self.catalog_path, read_only=self.read_only)
         return self._catalog
 
     @property
@@ -106,7 +129,9 @@ class VectorIndex(IndexHealthChecks):
         s = self.settings
         try:
             if self._client is None:
-                self._client = make_chroma_client(s)
+                ro = self.read_only and not s.storage.chroma_host
+                self._client = make_chroma_client(
+                    s, read_only_copy(self.chroma_path) if ro else None)
             coll = self._client.get_or_create_collection(
                 s.storage.collection, metadata={"hnsw:space": "cosine"}, embedding_function=None
             )
@@ -133,6 +158,23 @@ class VectorIndex(IndexHealthChecks):
         rebuild: bool = False,
         progress: bool = True,
     ) -> IngestReport:
+        self.check_writable()
+        try:
+            return self._ingest(paths, model_name=model_name, prune=prune, rebuild=rebuild,
+                                progress=progress)
+        except AqaError:
+            raise
+        except Exception as e:
+            if disk_full(e, self.settings.storage.data_dir):
+                raise DiskFullError(
+                    f"The disk holding {self.settings.storage.data_dir} is full "
+                    f"({e.__class__.__name__}): free some space and run `aqa ingest` again; it "
+                    "resumes where it stopped, and the papers indexed so far stay searchable."
+                ) from None
+            raise
+
+    def _ingest(self, paths: Sequence[Path | str], *, model_name: str, prune: bool,
+                rebuild: bool, progress: bool) -> IngestReport:
         t0 = time.perf_counter()
         backup = self.rebuild() if rebuild else None
         self._check_model_name(model_name)  # no health check: ingest repairs missing vectors
@@ -140,7 +182,8 @@ class VectorIndex(IndexHealthChecks):
         # memo (rag.derived): 1.8 s of a 3,300-paper re-ingest otherwise.
         derived = DerivedCache.load(self.catalog)
         loaded = load_corpus(paths, dedup_threshold=self.settings.corpus.dedup_threshold,
-                             cache=derived)
+                             cache=derived,
+                             max_abstract_chars=self.settings.corpus.max_abstract_chars)
         derived.save(self.catalog)
         report = IngestReport(
             errors=[str(e) for e in loaded.errors], duplicates_merged=loaded.duplicates_merged
@@ -205,8 +248,18 @@ class VectorIndex(IndexHealthChecks):
         self.persist_lexical()
         self.catalog.set_meta(last_ingest=datetime.now(UTC).isoformat(timespec="seconds"),
                               vectors_clean="1")
+        self.catalog.checkpoint()
         report.seconds = round(time.perf_counter() - t0, 3)
         return report
+
+    def check_writable(self) -> None:
+        """Raise ``IndexReadOnlyError`` (one line) on a read-only index."""
+        if self.read_only:
+            raise IndexReadOnlyError(
+                f"The index at {self.settings.storage.data_dir} is read-only here (a read-only "
+                "mount or no write permission): search and ask work, but ingest needs write "
+                "access. Nothing was changed; pass --data-dir of a writable folder to build "
+                "an index there.")
 
     def _vectors_clean(self) -> bool:
         """The catalog's marker that the last ingest completed (cleared before
@@ -259,27 +312,44 @@ class VectorIndex(IndexHealthChecks):
         # (atomic), then the stale vectors. A crash anywhere leaves a usable index.
         # No documents: the catalog keeps the chunk text, and Chroma's full-text
         # index of it cost a quarter to a third of the write time.
-        self.collection.upsert(ids=prep.ids, embeddings=vecs, metadatas=prep.metas)
-        self.paper_collection.upsert(
-            ids=[p.paper_id for p, _ in batch],
-            embeddings=np.stack(centroids),
-            metadatas=[chunk_metadata(p, 0) for p, _ in batch],
-        )
+        # Each write within the store's own batch limit (5,461 on embedded
+        # Chroma): one paper with thousands of chunks must not fail its batch.
+        step = self._max_batch()
+        for i in range(0, len(prep.ids), step):
+            self.collection.upsert(ids=prep.ids[i : i + step], embeddings=vecs[i : i + step],
+                                   metadatas=prep.metas[i : i + step])
+        cents = np.stack(centroids)
+        for i in range(0, len(batch), step):
+            part = batch[i : i + step]
+            self.paper_collection.upsert(
+                ids=[p.paper_id for p, _ in part],
+                embeddings=cents[i : i + step],
+                metadatas=[chunk_metadata(p, 0) for p, _ in part],
+            )
         self.catalog.commit_papers(prep.rows)
         fresh = set(prep.ids)
         stale = [c for c in stale if c not in fresh]
-        if stale:
-            self.collection.delete(ids=stale)
+        for i in range(0, len(stale), step):
+            self.collection.delete(ids=stale[i : i + step])
+
+    def _max_batch(self) -> int:
+        """The most records one Chroma call may carry (the client says)."""
+        if self._client is None:
+            self._open_collections()
+        try:
+            return max(1, int(self._client.get_max_batch_size()))
+        except Exception:  # an old server without the endpoint: Chroma's documented floor
+            return CHROMA_MIN_BATCH
 
     def _delete_papers(self, paper_ids: list[str]) -> None:
         if not paper_ids:
             return
         ids = self.catalog.chunk_ids(paper_ids)
         self.catalog.delete_papers(paper_ids)
-        for i in range(0, len(ids), 5000):
-            self.collection.delete(ids=ids[i : i + 5000])
-        for i in range(0, len(paper_ids), 5000):
-            self.paper_collection.delete(ids=paper_ids[i : i + 5000])
+        for i in range(0, len(ids), CHROMA_MIN_BATCH):
+            self.collection.delete(ids=ids[i : i + CHROMA_MIN_BATCH])
+        for i in range(0, len(paper_ids), CHROMA_MIN_BATCH):
+            self.paper_collection.delete(ids=paper_ids[i : i + CHROMA_MIN_BATCH])
 
     @staticmethod
     def _ids(coll) -> set[str]:
@@ -294,8 +364,8 @@ class VectorIndex(IndexHealthChecks):
         papers = set(self.catalog.hashes())
         for coll, known in ((self.collection, chunks), (self.paper_collection, papers)):
             orphans = sorted(self._ids(coll) - known)
-            for i in range(0, len(orphans), 5000):
-                coll.delete(ids=orphans[i : i + 5000])
+            for i in range(0, len(orphans), CHROMA_MIN_BATCH):
+                coll.delete(ids=orphans[i : i + CHROMA_MIN_BATCH])
 
     # --- BM25 ---
     @property
@@ -332,12 +402,21 @@ class VectorIndex(IndexHealthChecks):
         coll = self.paper_collection if papers else self.collection
         # No count() first: it cost as much as the query itself (4 ms at 100k
         # chunks), and Chroma returns fewer than n_results when it has fewer.
-        res = coll.query(
-            query_embeddings=[vec.tolist()],
-            n_results=n,
-            where=where or None,
-            include=["distances"],
-        )
+        try:
+            res = coll.query(
+                query_embeddings=[vec.tolist()],
+                n_results=n,
+                where=where or None,
+                include=["distances"],
+            )
+        except Exception as e:  # a Chroma server gone mid-session: one line, not httpx's trace
+            if not self.settings.storage.chroma_host:
+                raise
+            st = self.settings.storage
+            raise AqaError(
+                f"Lost the Chroma server at {st.chroma_host}:{st.chroma_port} "
+                f"({e.__class__.__name__}): restart it with `chroma run` and search again."
+            ) from None
         return [(cid, 1.0 - float(d)) for cid, d in zip(res["ids"][0], res["distances"][0], strict=True)]
 
 

@@ -9,8 +9,11 @@ time and deleted by the next ingest, which is what makes ingest resumable.
 
 from __future__ import annotations
 
+import errno
 import json
+import shutil
 import sqlite3
+import tempfile
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -32,12 +35,52 @@ def damaged_message(path: Path, reason: str) -> str:
             "aside and rebuild the index from the corpus.")
 
 
-def sqlite_problem(path: Path) -> str | None:
+def writable(folder: Path) -> bool:
+    """Whether files can be created in ``folder``: no on a read-only mount or
+    without permission (a probe file, since ``os.access`` is wrong for root)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return True
+    except OSError:
+        return False
+
+
+DISK_LOW_BYTES = 16 * 2**20  # a failed write with less free than this: the disk was full
+_DISK_FULL_MARKERS = ("disk is full", "no space left", "quota exceeded")
+
+
+def disk_full(e: BaseException, folder: Path) -> bool:
+    """Whether a failed write was the disk filling up: ENOSPC anywhere in the
+    chain, sqlite's or Chroma's wording, or (Chroma's compaction error names
+    no cause) hardly any space left on ``folder``'s file system now."""
+    cur: BaseException | None = e
+    while cur is not None:
+        if isinstance(cur, OSError) and cur.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if any(m in str(cur).lower() for m in _DISK_FULL_MARKERS):
+            return True
+        cur = cur.__cause__ or cur.__context__
+    try:
+        return shutil.disk_usage(folder).free < DISK_LOW_BYTES
+    except OSError:
+        return False
+
+
+def connect(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
+    """A connection to ``path``; ``read_only`` opens it immutable, which is
+    what lets sqlite read a WAL-mode file where it cannot create ``-shm``."""
+    if read_only:
+        return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True,
+                               check_same_thread=False)
+    return sqlite3.connect(path, check_same_thread=False)
+
+
+def sqlite_problem(path: Path, *, read_only: bool = False) -> str | None:
     """Why the sqlite file at ``path`` is unusable (``PRAGMA quick_check``), or None."""
     if not path.exists():
         return None
     try:
-        db = sqlite3.connect(path)
+        db = connect(path, read_only=read_only)
         try:
             rows = db.execute("PRAGMA quick_check").fetchall()
         finally:
@@ -48,18 +91,44 @@ def sqlite_problem(path: Path) -> str | None:
     return None if result == "ok" else f"quick_check: {result}"
 
 
+def _has_wal(path: Path) -> bool:
+    wal = path.with_name(path.name + "-wal")
+    return wal.is_file() and wal.stat().st_size > 0
+
+
+def _private_copy(path: Path) -> Path:
+    """``path`` and its ``-wal`` copied to a temporary folder removed at exit."""
+    import atexit
+
+    tmp = Path(tempfile.mkdtemp(prefix="aqa-readonly-"))
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+    for suffix in ("", "-wal"):
+        shutil.copy2(path.with_name(path.name + suffix), tmp / (path.name + suffix))
+    return tmp / path.name
+
+
 class Catalog:
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+        """``read_only``: the index's folder cannot be written here (a read-only
+        mount or permissions); reads work, and any write raises
+        ``IndexReadOnlyError`` with one line."""
+        self.path, self.read_only = path, read_only
+        if not read_only:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        elif _has_wal(path):
+            # Commits still in the -wal file are invisible to an immutable
+            # open: read a private copy of the file and its log instead.
+            path = _private_copy(path)
+            read_only = False
         # Health on open: a damaged file is one clear line, never a traceback.
-        problem = sqlite_problem(path)
+        problem = sqlite_problem(path, read_only=read_only)
         if problem:
             raise IndexDamagedError(damaged_message(path, problem))
         try:
-            self._db = sqlite3.connect(path, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.executescript(SCHEMA)
+            self._db = connect(path, read_only=read_only)
+            if not read_only:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.executescript(SCHEMA)
         except sqlite3.DatabaseError as e:
             raise IndexDamagedError(damaged_message(path, str(e))) from None
         self._lock = threading.Lock()
@@ -219,6 +288,12 @@ class Catalog:
                 self._db.execute("DELETE FROM chunks WHERE paper_id=?", (pid,))
                 self._db.execute("DELETE FROM papers WHERE paper_id=?", (pid,))
             self._bump()
+
+    def checkpoint(self) -> None:
+        """Fold the -wal log into the file, so that a reader that cannot write
+        (a read-only copy of the index) sees every commit."""
+        with self._lock:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:
         with self._lock:

@@ -11,7 +11,14 @@ import re
 from functools import lru_cache
 
 MARKER = re.compile(r"\s*\[(\d+(?:\s*[,;]\s*\d+)*)\]")
-_SENT_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+# A sentence ends at . ! ? (or their full-width forms) and whitespace before a
+# capital in any script
+# (Latin, Greek, Cyrillic: a planted instruction must not ride inside the
+# previous sentence by starting with a Cyrillic capital), a digit, a quote or
+# bracket, or inline markup (an HTML tag or a LaTeX command).
+_UPPER = "A-ZÀ-ÖØ-ÞΆ-ΫЀ-ЯＡ-Ｚ"
+_SENT_END = re.compile(
+    rf"(?<=[.!?。．！？])\s+(?=[{_UPPER}0-9\"'(\[“‘]|<[A-Za-z!/]|\\[A-Za-z])")
 # A period that ends an abbreviation ends no sentence: "(vs. 0.54 for FLAC)".
 _ABBREV_END = re.compile(r"(?:^|[\s(])(?:vs|e\.g|i\.e|cf|et al|approx|resp|Fig|Eq|Sec)\.$",
                          re.IGNORECASE)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from pathlib import Path
 
 MAX_DECODE_ERRORS = 10  # reported one by one per file; the rest in one summary
@@ -16,6 +17,20 @@ MAX_DECODE_ERRORS = 10  # reported one by one per file; the rest in one summary
 # an HTML/XML tag or comment in an abstract (PMLR titles and abstracts carry them)
 MARKUP_TAG = re.compile(r"<!--.*?-->|</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>", re.DOTALL)
 _PLAIN_TOKEN = re.compile(r"[a-z0-9]+")
+# Invisible characters that can hide a sentence boundary or glue a planted
+# instruction to real text: zero-width space/joiners, word joiner, BOM, soft hyphen.
+_INVISIBLE = re.compile("[\u200c\u200d\u2060\ufeff\u00ad]")
+_ZERO_WIDTH_SPACE = "\u200b"  # a break between words: becomes a space, so it ends a sentence
+
+
+def normalise_unicode(text: str) -> str:
+    """NFC without invisible characters: what every record's text is stored
+    as, so that sentences split where a reader sees them end and every quote
+    is a verbatim substring of the stored abstract. Not NFKC: that would
+    rewrite what the abstract says (n² to n2, … to ...); the sentence splitter
+    reads full-width and non-Latin forms as they are instead."""
+    text = unicodedata.normalize("NFC", text).replace(_ZERO_WIDTH_SPACE, " ")
+    return _INVISIBLE.sub("", text)
 
 
 def plain_tokens(text: str) -> list[str]:

@@ -271,6 +271,8 @@ def paper_vectors(index: Any) -> tuple[list[str], np.ndarray]:
         got = coll.get(include=["embeddings"], limit=5000, offset=off)
         ids += list(got["ids"])
         vecs += list(got["embeddings"])
+    if not ids:  # an empty index: no papers, no vectors
+        return ids, np.zeros((0, 0), dtype=np.float32)
     return ids, np.asarray(vecs, dtype=np.float32).reshape(len(ids), -1)
 
 

@@ -69,7 +69,7 @@ def test_rag_cli_alone_has_the_engine_commands_and_the_entry_adds_the_rest() -> 
 
     engine_cmds = {"ingest", "search", "ask", "compare", "papers", "status"}
     assert _subcommands(build_parser()) == engine_cmds
-    full = engine_cmds | {"serve", "eval", "bench"}
+    full = engine_cmds | {"serve", "eval", "bench", "mcp", "fetch"}
     assert _subcommands(build_parser(aqa_cli.registrars())) == full
 
 

@@ -19,10 +19,14 @@ from typing import Any, Protocol
 from rag.errors import CorpusError
 from rag.labels import derive_label
 from rag.readers.venues import to_year
-from rag.textio import MARKUP_TAG
+from rag.textio import MARKUP_TAG, normalise_unicode
 from rag.types import Paper, Provenance
 
 MIN_ABSTRACT_CHARS = 20
+# Real abstracts are under ~3,000 characters; a record far beyond that is a full
+# text or a broken export, and one such record must not sink a whole ingest.
+# (The setting ``corpus.max_abstract_chars`` overrides it.)
+MAX_ABSTRACT_CHARS = 20_000
 
 WS = re.compile(r"\s+")
 
@@ -115,10 +119,13 @@ class RecordBuilder:
     """Turns raw records of one file into Papers + errors with shared conventions."""
 
     def __init__(self, rel: str, source: str,
-                 label: Callable[[str], str] | None = None) -> None:
+                 label: Callable[[str], str] | None = None,
+                 max_chars: int = MAX_ABSTRACT_CHARS) -> None:
         """``label``: derives an untitled record's label from its abstract
-        (``rag.labels.derive_label``, or a memo of it)."""
+        (``rag.labels.derive_label``, or a memo of it); ``max_chars``: a longer
+        abstract is rejected with one error naming its line."""
         self.rel, self.source = rel, source
+        self.max_chars = max_chars
         self.label = label or derive_label
         self.papers: list[Paper] = []
         self.errors: list[CorpusError] = []
@@ -149,6 +156,7 @@ class RecordBuilder:
             return
         # plain-text abstracts stay verbatim (markup included: the UI escapes it);
         # only whitespace runs (e.g. a multi-line CSV cell) are collapsed
+        abstract = normalise_unicode(abstract)
         abstract = clean(abstract) if clean else WS.sub(" ", abstract).strip()
         if len(abstract) < MIN_ABSTRACT_CHARS:
             self.error(
@@ -157,8 +165,16 @@ class RecordBuilder:
                 f"{MIN_ABSTRACT_CHARS}): {abstract!r}",
             )
             return
+        if len(abstract) > self.max_chars:
+            self.error(
+                line,
+                f"abstract is {len(abstract):,} characters, over the limit of "
+                f"{self.max_chars:,} (AQA_MAX_ABSTRACT_CHARS): record skipped; is it a full text?",
+            )
+            return
         prov = Provenance(path=self.rel, ordinal=ordinal, line=line)
-        title_s = WS.sub(" ", str(title)).strip() if title not in (None, "") else ""
+        title_s = (WS.sub(" ", normalise_unicode(str(title))).strip()
+                   if title not in (None, "") else "")
         if title_s and clean:
             title_s = clean(title_s)
         own = WS.sub(" ", str(own_id)).strip() if own_id not in (None, "") else ""
