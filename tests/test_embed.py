@@ -81,7 +81,7 @@ def test_fp32_index_refuses_int8_but_accepts_either_fp32_backend(tmp_path):
 
 
 @pytest.mark.slow
-def test_onnx_export_is_cached_hash_checked_and_matches_torch(tmp_path):
+def test_onnx_export_is_cached_hash_checked_and_matches_torch(tmp_path, caplog):
     from rag import embed_onnx
     from rag.embed import make_embed_model
 
@@ -114,7 +114,10 @@ def test_onnx_export_is_cached_hash_checked_and_matches_torch(tmp_path):
 
     # int8: close to fp32, and a text's vector never depends on its batch mates
     # (two single-thread workers side by side).
+    caplog.clear()
     q8 = embed_onnx.OnnxMiniLM(cache, "int8", threads=2, workers=2)
+    # The first run's quantization logs no hint at the user (issue #29, item 10).
+    assert not [r for r in caplog.records if "pre-processing" in r.getMessage()]
     # An engine given the model itself files its vectors under the int8 name.
     assert (q8.model_name, a.model_name) == ("all-MiniLM-L6-v2+onnx-int8", "all-MiniLM-L6-v2")
     v8 = q8.encode(texts)
