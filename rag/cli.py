@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -92,26 +93,10 @@ def _print_hits(hits: list[SearchHit]) -> None:
         print(f"   “{h.snippet[:240]}”")
 
 
-def _print_answer(a: Answer, *, streamed: bool = False) -> None:
-    """An answer, once: the synthesis (unless it was already streamed), then
-    withdrawn sentences and the quoted evidence of each cited paper."""
-    if a.declined:
-        if streamed:
-            print()
-        print(a.text)
-        return
-    if not streamed:
-        body = [s.text + " " + "".join(f"[{n}]" for n in s.citations)
-                for s in a.sentences if not s.withdrawn]
-        if body:
-            print(" ".join(body))
-    else:
-        print()
-    for s in a.sentences:
-        if s.withdrawn:
-            print(f"Withdrawn: “{s.text}” ({s.withdrawn_reason})")
-    print("\nEvidence:")
-    for c in a.citations:
+def _print_evidence(citations) -> None:
+    """Each cited paper with its verbatim quotes: what the answer may say."""
+    print("Evidence:")
+    for c in citations:
         p = c.paper
         prov = p.provenance[0] if p.provenance else None
         where = f" — {prov.path}#{prov.ordinal} (line {prov.line})" if prov else ""
@@ -122,8 +107,36 @@ def _print_answer(a: Answer, *, streamed: bool = False) -> None:
             print(f"    {p.url}")
         for quote in c.quotes or [c.snippet]:
             print(f"    “{quote}”")
-        print(f"    answers the question: {c.relevance_words} ({c.relevance:.2f}); "
-              f"quote matches the answer: {c.score:.2f}")
+        print(f"    answers the question: {c.relevance_words} ({c.relevance:.2f})")
+    print()
+
+
+def _print_answer(a: Answer, *, streamed: bool = False, evidence_shown: bool = False) -> None:
+    """An answer, once, quotes first: the evidence (unless it was shown as
+    soon as it was chosen), the synthesis (unless it was streamed), then
+    withdrawn sentences, the papers the answer cites, and the timings."""
+    if a.declined:
+        if streamed:
+            print()
+        print(a.text)
+        return
+    if not evidence_shown and not streamed:
+        _print_evidence(a.citations)
+    if not streamed:
+        body = [s.text + " " + "".join(f"[{n}]" for n in s.citations)
+                for s in a.sentences if not s.withdrawn]
+        if body:
+            print("Answer: " + " ".join(body))
+    else:
+        print()
+    for s in a.sentences:
+        if s.withdrawn:
+            print(f"Withdrawn: “{s.text}” ({s.withdrawn_reason})")
+    cited = sorted({n for s in a.sentences if not s.withdrawn for n in s.citations})
+    by_number = {c.number: c for c in a.citations}
+    if cited:
+        print("Cited: " + "; ".join(f"[{n}] {by_number[n].paper.display_title}"
+                                    for n in cited if n in by_number))
     t = a.timings
     ttft = f"{t.ttft_ms / 1000:.1f}s" if t.ttft_ms else "-"
     ev = f"{t.evidence_ms / 1000:.1f}s" if t.evidence_ms else "-"
@@ -202,30 +215,44 @@ def cmd_search(args):
 
 
 def cmd_ask(args):
-    _say("Loading models (embedding and language model)…")
+    _say("Loading the index and the embedding model…")
     eng = _engine(args)
     history = _history(args.history)
     filters = _filters(args)
     if filters and filters.paper_ids:  # ids, labels or titles, like compare
         filters.paper_ids = [eng.get_paper(r).paper_id for r in filters.paper_ids]
-    eng.warm()  # load models first, so the printed timings are the question's own
+    t0 = time.perf_counter()
+    eng.warm(llm=False)
+    _say(f"Embedding model ready ({time.perf_counter() - t0:.1f}s). Loading the language "
+         f"model ({eng.llm_name}) while the abstracts are searched…")
+    llm_ready = eng.warm_llm_in_background()
+    if args.json or args.batch:  # timings that are the question's own, not the model load
+        llm_ready.join()
     tty = sys.stdout.isatty()
     for q in _batch(args.batch, args.question):
         if args.json or args.batch:
             _emit(eng.ask(q, history=history, k=args.k, filters=filters).to_dict())
             continue
-        answer, streamed = None, False
+        answer, streamed, shown = None, False, False
         for ev in eng.ask_stream(q, history=history, k=args.k, filters=filters):
-            if ev.kind == "evidence" and ev.answer and ev.answer.interpreted:
-                print(f"Interpreted as: {ev.answer.interpreted}")
+            if ev.kind == "status":
+                _say(ev.text)
+            elif ev.kind == "evidence" and ev.answer:
+                if ev.answer.interpreted:
+                    print(f"Interpreted as: {ev.answer.interpreted}")
+                if ev.answer.citations:  # quotes first, as the web app shows them
+                    _print_evidence(ev.answer.citations)
+                    shown = True
+                    if tty:
+                        print("Answer: ", end="", flush=True)
             elif ev.kind == "token" and tty:  # streamed once, on a terminal only
                 print(ev.text, end="", flush=True)
                 streamed = True
             elif ev.kind == "answer":
                 answer = ev.answer
-        if answer and answer.declined and answer.interpreted and not streamed:
+        if answer and answer.declined and answer.interpreted and not streamed and not shown:
             print(f"Interpreted as: {answer.interpreted}")
-        _print_answer(answer, streamed=streamed)
+        _print_answer(answer, streamed=streamed, evidence_shown=shown)
 
 
 def cmd_compare(args):

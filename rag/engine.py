@@ -6,6 +6,7 @@ checking together; models load lazily, once, on first use.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -39,6 +40,7 @@ from rag.types import (
     Timings,
 )
 
+log = logging.getLogger(__name__)
 History = Sequence[dict]  # [{"role": "user"|"assistant", "content": str}, ...]
 
 
@@ -108,6 +110,22 @@ class Engine:
             load = getattr(self._get_llm(), "load", None)  # e.g. LocalLLM: the GGUF
             if callable(load):
                 load()
+
+    def warm_llm_in_background(self) -> threading.Thread:
+        """Start loading the LLM on a thread and return it: the CLI searches
+        and checks evidence meanwhile, and the first token waits only for
+        what is left of the load (``_get_llm`` holds its lock while loading)."""
+        def load() -> None:
+            try:
+                loader = getattr(self._get_llm(), "load", None)
+                if callable(loader):
+                    loader()
+            except Exception:  # the answer path reports a broken model itself
+                log.debug("background LLM load failed", exc_info=True)
+
+        t = threading.Thread(target=load, name="aqa-llm-load", daemon=True)
+        t.start()
+        return t
 
     @property
     def llm_name(self) -> str:

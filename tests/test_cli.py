@@ -120,6 +120,20 @@ def test_ask_and_search_say_loading_before_the_models_load(index):
         print(f"\n{cmd[0]}: first stderr line after {elapsed:.2f} s")
 
 
+def test_ask_shows_each_stage_and_the_quotes_before_the_answer(index):
+    """Issue #29, item 5: piped (no TTY), `aqa ask` says what it is doing at each
+    stage on stderr, and prints the quoted evidence before the synthesis."""
+    r = run(["ask", "What does ShieldAgent propose?"], index)
+    assert r.returncode == 0, r.stderr
+    assert "Embedding model ready" in r.stderr and "Loading the language model" in r.stderr
+    out = r.stdout
+    if "Answer:" in out:
+        assert "Evidence:" in out and out.index("Evidence:") < out.index("Answer:")
+        assert "“" in out[out.index("Evidence:"):out.index("Answer:")]  # verbatim quotes
+    else:  # declined: the reason, no synthesis
+        assert out.strip() and "Cited:" not in out
+
+
 def test_status_text_and_json(index):
     r = run(["status"], index)
     assert r.returncode == 0, r.stderr
