@@ -97,6 +97,9 @@ class VectorIndex(IndexHealthChecks):
         self._collection = None
         self._paper_collection = None
         self._verified: tuple | None = None  # catalog counts the vector store agreed with
+        # The catalog generation our open vector store is known to reflect:
+        # another process's ingest moves the catalog past it (see sync_vectors).
+        self._vectors_generation: int | None = None
 
     # --- lazy parts ---
     @property
@@ -128,6 +131,10 @@ class VectorIndex(IndexHealthChecks):
     def _open_collections(self) -> None:
         s = self.settings
         try:
+            gen = self.catalog.generation()
+        except AqaError:
+            gen = None  # a damaged catalog is reported by whoever reads it
+        try:
             if self._client is None:
                 ro = self.read_only and not s.storage.chroma_host
                 self._client = make_chroma_client(
@@ -147,6 +154,31 @@ class VectorIndex(IndexHealthChecks):
         except Exception as e:
             raise IndexDamagedError(self._chroma_message(e)) from None
         self._collection, self._paper_collection = coll, papers
+        self._vectors_generation = gen
+
+    def sync_vectors(self, generation: int) -> bool:
+        """Reopen the embedded vector store when the catalog moved to a
+        generation this process did not write (an ``aqa ingest`` run beside a
+        serving app): Chroma's in-process system keeps the vectors it loaded,
+        so without this the app's keyword side would see new papers and its
+        vector side would not. Cheap when nothing changed; True if reopened."""
+        if (self._collection is None or self.settings.storage.chroma_host or self.read_only
+                or generation == self._vectors_generation):
+            return False
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        # Forget (not stop) the cached system for our path: a query running on
+        # it in another thread finishes; the next one opens the files afresh.
+        # chromadb has no public per-path API for this (clear_system_cache()
+        # drops every path's system).
+        key = str(self.chroma_path)
+        SharedSystemClient._identifier_to_system.pop(key, None)
+        SharedSystemClient._identifier_to_refcount.pop(key, None)
+        self._client = self._collection = self._paper_collection = None
+        self._verified = None
+        log.info("the index changed on disk (generation %s): vector store reopened", generation)
+        self._open_collections()
+        return True
 
     # --- ingest ---
     def ingest(
@@ -327,6 +359,7 @@ class VectorIndex(IndexHealthChecks):
                 metadatas=[chunk_metadata(p, 0) for p, _ in part],
             )
         self.catalog.commit_papers(prep.rows)
+        self._vectors_generation = self.catalog.generation()  # our own write: already visible
         fresh = set(prep.ids)
         stale = [c for c in stale if c not in fresh]
         for i in range(0, len(stale), step):
@@ -346,6 +379,7 @@ class VectorIndex(IndexHealthChecks):
             return
         ids = self.catalog.chunk_ids(paper_ids)
         self.catalog.delete_papers(paper_ids)
+        self._vectors_generation = self.catalog.generation()
         for i in range(0, len(ids), CHROMA_MIN_BATCH):
             self.collection.delete(ids=ids[i : i + CHROMA_MIN_BATCH])
         for i in range(0, len(paper_ids), CHROMA_MIN_BATCH):

@@ -87,6 +87,8 @@ class HybridRetriever:
         positions from one snapshot are meaningless in another."""
         gen = self.index.catalog.generation()
         with self._lock:
+            # New papers from another process: catalog and vectors move together.
+            self.index.sync_vectors(gen)
             if self._snap is None or self._snap.version != gen:
                 self._snap = self._build()
             return self._snap
