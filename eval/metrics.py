@@ -30,6 +30,9 @@ from eval.metrics_answer import (
     citation_precision,
     citation_recall,
     cited_supported,
+    claimed_specifics,
+    fabricated_sentences,
+    fabrication_rate,
     includes,
     must_include_recall,
     normalize_text,
@@ -69,6 +72,9 @@ __all__ = [
     "includes",
     "must_include_recall",
     "support_rate",
+    "claimed_specifics",
+    "fabricated_sentences",
+    "fabrication_rate",
     "mean",
     "percentile",
     "bootstrap_ci",
@@ -248,6 +254,13 @@ def score_question(
     text = "" if declined else answer.get("answer") or ""
     m["must_include_recall"] = must_include_recall(text, must_include)
     m["support_rate"] = support_rate([bool(s.get("supported")) for s in sentences])
+    # The fabrication audit: shown sentences stating a name or number that
+    # their cited evidence lacks (0 is the target).
+    fabricated = fabricated_sentences(answer)
+    m["fabrication_rate"] = fabrication_rate(answer)
+    m["fabricated_sentences"] = None if declined else float(len(fabricated))
+    if fabricated:
+        m["fabricated"] = fabricated
     m["n_citations"] = len(cited)
     m["retrieval_pass"] = m["hit@k"]
     m["pass"] = 1.0 if answer_passes(answerable, declined, m) else 0.0
@@ -271,5 +284,6 @@ def answer_passes(answerable: bool, declined: bool, m: Mapping[str, Any]) -> boo
 # Metrics the summary aggregates, in report order.
 ANSWER_METRICS: tuple[str, ...] = (
     "citation_precision", "citation_recall", "must_include_recall", "support_rate",
+    "fabrication_rate", "fabricated_sentences",
     "correct_decline", "wrong_decline", "followup_resolved", "pinned_ok",
 )

@@ -80,3 +80,64 @@ def support_rate(supported: Sequence[bool]) -> float | None:
     if not supported:
         return None
     return sum(1 for s in supported if s) / len(supported)
+
+
+# --- fabrication audit -------------------------------------------------------
+# Deliberately not rag.text's extraction: the audit must not share the blind
+# spots of the engine's own synthesis check.
+_AUDIT_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*%?(?![\w])")
+# A name: an inner capital (ShieldAgent), two or more capitals (MELON, GPT-4),
+# or letters with digits (WikiText-2, Llama3), hyphenated parts included.
+_AUDIT_NAME = re.compile(
+    r"(?<![\w-])(?:[A-Za-z]*[a-z][A-Z][\w-]*|[A-Z][A-Z0-9]+(?:-[\w]+)*|"
+    r"[A-Za-z]+-?\d[\w-]*|[A-Z][a-z]+(?:-[A-Z0-9][\w]*)+)(?![\w])")
+
+
+def claimed_specifics(sentence: str) -> set[str]:
+    """Names and numbers a synthesis sentence asserts: every number but a bare
+    single digit (a list position, "two"), and every name-like token."""
+    text = re.sub(r"\[\d+(?:\s*[,;]\s*\d+)*\]", " ", sentence)  # [n] markers
+    nums = {m.group(0) for m in _AUDIT_NUMBER.finditer(text) if len(m.group(0).rstrip("%")) > 1}
+    names = {m.group(0).rstrip("-") for m in _AUDIT_NAME.finditer(text)}
+    return nums | names
+
+
+def _evidence_text(text: str) -> str:
+    """Evidence as plain text for matching: LaTeX percent and math marks off."""
+    return normalize_text(text.replace("\\%", "%").replace("$", ""))
+
+
+def fabricated_sentences(answer: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Shown synthesis sentences of an answered question that state a name or
+    number their cited evidence (the quoted sentences and the cited papers'
+    titles) does not contain; each with what was missing."""
+    if answer.get("declined"):
+        return []
+    evidence: dict[int, list[str]] = {}
+    for e in answer.get("evidence") or []:
+        evidence.setdefault(int(e["number"]), []).append(e["text"])
+    for c in answer.get("citations") or []:
+        evidence.setdefault(int(c["number"]), []).append(c["paper"].get("title") or "")
+    out = []
+    for s in answer.get("sentences") or []:
+        if s.get("withdrawn") or s.get("contentless"):
+            continue
+        nums = s.get("citations") or list(evidence)  # uncited: against all evidence
+        pool = _evidence_text(" ".join(t for n in nums for t in evidence.get(n, [])))
+        missing = sorted(x for x in claimed_specifics(s["text"])
+                         if normalize_text(x) not in pool)
+        if missing:
+            out.append({"text": s["text"], "missing": missing})
+    return out
+
+
+def fabrication_rate(answer: Mapping[str, Any]) -> float | None:
+    """Share of shown synthesis sentences with a name or number absent from
+    their cited evidence; None for a decline or an answer with no sentences."""
+    if answer.get("declined"):
+        return None
+    shown = [s for s in answer.get("sentences") or []
+             if not s.get("withdrawn") and not s.get("contentless")]
+    if not shown:
+        return None
+    return len(fabricated_sentences(answer)) / len(shown)

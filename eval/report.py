@@ -21,8 +21,8 @@ PLOT_METRICS: tuple[str, ...] = (
 TYPE_TABLE_METRICS: tuple[str, ...] = (
     "hit@1", "hit@k", "recall@k", "mrr", "ndcg@k", "citation_precision",
     "citation_recall", "followup_resolved", "pinned_ok",
-    "must_include_recall", "support_rate", "correct_decline", "wrong_decline",
-    "floor_correct_decline", "floor_wrong_decline", "pass",
+    "must_include_recall", "support_rate", "fabrication_rate", "correct_decline",
+    "wrong_decline", "floor_correct_decline", "floor_wrong_decline", "pass",
 )
 LATENCY_LABELS: dict[str, str] = {
     "search_ms": "search (no LLM)",
@@ -192,6 +192,17 @@ def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]],
     lines += _table(["", "n", "p50", "p95", "mean", "max"], rows)
     if plots.get("latency"):
         lines += ["", "![latency](latency.png)"]
+
+    if use_llm:
+        fab = [(r["id"], f) for r in records for f in r["metrics"].get("fabricated") or []]
+        shown = sum(int(r["metrics"].get("fabricated_sentences") is not None) for r in records)
+        lines += ["", "## Fabrication audit", "",
+                  f"Shown synthesis sentences stating a name or number their cited evidence "
+                  f"lacks: **{len(fab)}** (in {shown} answered questions; target 0).", ""]
+        if fab:
+            lines += _table(["id", "sentence", "not in its evidence"],
+                            [[md_cell(i), md_cell(f["text"], 160), ", ".join(f["missing"])]
+                             for i, f in fab])
 
     fired = rule_table(records)
     if fired:

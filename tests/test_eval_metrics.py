@@ -244,3 +244,38 @@ def test_eval_index_dir_is_per_embedding(tmp_path):
     fp32 = eval_data_dir(tmp_path, [BUNDLED_CORPUS, tmp_path], "all-MiniLM-L6-v2")
     other = eval_data_dir(tmp_path, [BUNDLED_CORPUS, tmp_path], "wordllama-l2-supercat")
     assert other.name == fp32.name + "-wordllama-l2-supercat"
+
+
+def _answer(sentences, evidence, titles, declined=False):
+    return {
+        "declined": declined,
+        "sentences": [{"text": t, "citations": c, "withdrawn": w, "contentless": False}
+                      for t, c, w in sentences],
+        "evidence": [{"number": n, "text": t} for n, t in evidence],
+        "citations": [{"number": n, "paper": {"title": t}} for n, t in titles.items()],
+    }
+
+
+def test_claimed_specifics_are_names_and_numbers_not_ordinary_words():
+    got = M.claimed_specifics("ShieldAgent reaches 90.1% recall on AgentDojo and GPT-4 [1], "
+                              "beating two baselines on WikiText-2 with 3 seeds.")
+    assert got == {"ShieldAgent", "90.1%", "AgentDojo", "GPT-4", "WikiText-2"}
+
+
+def test_fabrication_audit_flags_a_benchmark_the_cited_abstract_never_names():
+    a = _answer(
+        sentences=[("MELON detects attacks on AgentDojo with 11.3% overhead [1].", [1], False),
+                   ("ShieldAgent improves recall by 90.1% [2].", [2], False),
+                   ("It also runs on SWE-bench [2].", [2], True)],  # withdrawn: not shown
+        evidence=[(1, "We evaluate MELON on the AgentDojo benchmark."),
+                  (2, "ShieldAgent reaches 90.1\\% recall.")],
+        titles={1: "MELON: Provable Defense", 2: "ShieldAgent: Shielding Agents"})
+    fab = M.fabricated_sentences(a)
+    assert [f["missing"] for f in fab] == [["11.3%"]]
+    assert M.fabrication_rate(a) == pytest.approx(1 / 2)
+    # A number stated by another cited paper is still absent from this sentence's evidence.
+    b = _answer([("MELON reaches 90.1% recall [1].", [1], False)],
+                [(1, "MELON masks re-execution."), (2, "ShieldAgent reaches 90.1% recall.")],
+                {1: "MELON", 2: "ShieldAgent"})
+    assert M.fabricated_sentences(b)[0]["missing"] == ["90.1%"]
+    assert M.fabrication_rate({**a, "declined": True}) is None
