@@ -28,6 +28,38 @@ from rag.llm import (
 log = logging.getLogger(__name__)
 
 
+# Forms of structured output, in the order they are tried: OpenAI's (also vLLM,
+# Ollama, llama.cpp's llama-server), then the json_object-with-schema form that
+# llama-cpp-python's server (and Anyscale, Together) take instead.
+_SCHEMA_FORMS = ("json_schema", "json_object")
+
+
+def _response_format(form: str, schema: dict) -> dict[str, Any]:
+    if form == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+    return {"type": "json_object", "schema": schema}
+
+
+def _said(e: Any) -> str:
+    """The server's own error message of an ``openai.APIStatusError``."""
+    body = e.body if isinstance(e.body, dict) else {}
+    err = body.get("error", body)
+    said = err.get("message") if isinstance(err, dict) else None
+    return said if isinstance(said, str) and said else str(e.message)
+
+
+def _rejects_response_format(e: Any) -> bool:
+    """Whether a refused request was refused for its ``response_format``: any
+    400/422 but a context overflow, or a 5xx whose message names the field
+    (llama-cpp-python's server answers a ``json_schema`` request with a 500)."""
+    said = _short(_said(e), limit=2000)
+    if _overflow_reason(said):
+        return False
+    if e.status_code in (400, 422):
+        return True
+    return e.status_code >= 500 and "response_format" in said
+
+
 class OpenAILLM:
     """OpenAI or any OpenAI-compatible server (vLLM, Ollama, llama.cpp server)."""
 
@@ -42,7 +74,9 @@ class OpenAILLM:
         self._settings = settings
         self.name = f"openai:{settings.llm.openai_model}"
         self._where = settings.llm.openai_base_url or "api.openai.com"
-        self._schema_ok = True  # False once the server rejected response_format
+        # The structured-output form this server takes (_SCHEMA_FORMS), narrowed
+        # once it rejects one; None: it takes none and the reply is parsed as is.
+        self._schema_form: str | None = _SCHEMA_FORMS[0]
         # At most llm_concurrency streams at once from this process, whichever
         # UI event or CLI thread asks (AQA_UI_CONCURRENCY / _SERVER_LLM_CONCURRENCY).
         self._slots = threading.BoundedSemaphore(max(1, settings.llm_concurrency))
@@ -82,10 +116,7 @@ class OpenAILLM:
             return LLMError(f"Model '{s.llm.openai_model}' not found at {self._where}: check "
                             "AQA_OPENAI_MODEL.", where=self._where, reason="HTTP 404")
         if isinstance(e, openai.APIStatusError):
-            body = e.body if isinstance(e.body, dict) else {}
-            err = body.get("error", body)
-            said = err.get("message") if isinstance(err, dict) else None
-            message = _short(said if isinstance(said, str) and said else e.message)
+            message = _short(_said(e))
             overflow = _overflow_reason(message) if e.status_code in (400, 413) else None
             return self._fail(overflow or f"HTTP {e.status_code}: {message}")
         return self._fail(_short(e))
@@ -116,12 +147,10 @@ class OpenAILLM:
         import openai
 
         s = self._settings
+        form = self._schema_form if json_schema is not None else None
         kwargs: dict[str, Any] = {}
-        if json_schema is not None and self._schema_ok:
-            kwargs["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": "answer", "schema": json_schema},
-            }
+        if form is not None and json_schema is not None:
+            kwargs["response_format"] = _response_format(form, json_schema)
         try:
             return self._client.chat.completions.create(
                 model=s.llm.openai_model,
@@ -131,14 +160,19 @@ class OpenAILLM:
                 stream=True,
                 **kwargs,
             )
-        except openai.BadRequestError as e:
-            if not kwargs or _overflow_reason(_short(e.message)):
+        except openai.APIStatusError as e:
+            if form is None or not _rejects_response_format(e):
                 raise
-            # The server does not do structured output: ask again without it.
-            log.warning("%s rejected response_format (%s); continuing without it",
-                        self._where, _short(e.message))
-            self._schema_ok = False
-            return self._open(messages, max_tokens, temperature, None)
+            # The server does not take this form of structured output: ask again
+            # in the next form it may take (its error names json_object, as
+            # llama-cpp-python's server does), else without it.
+            said = _short(_said(e))
+            later = _SCHEMA_FORMS[_SCHEMA_FORMS.index(form) + 1:]
+            self._schema_form = later[0] if later and later[0] in said else None
+            log.warning("%s rejected response_format %s (HTTP %s: %s); continuing %s",
+                        self._where, form, e.status_code, said,
+                        f"with {self._schema_form}" if self._schema_form else "without it")
+            return self._open(messages, max_tokens, temperature, json_schema)
 
     def stream_chat(
         self, messages: Messages, *, max_tokens: int, temperature: float,
