@@ -55,6 +55,9 @@ def bench_llm(ctx: BenchContext) -> dict[str, Any]:
             "ttft_s": _r(answer.timings.ttft_ms / 1000 if answer and answer.timings.ttft_ms
                          else None),
             "retrieval_ms": answer.timings.retrieval_ms if answer else None,
+            # When the ranked papers and their closest sentences can be shown.
+            "passages_s": _r(answer.timings.passages_ms / 1000 if answer and answer.timings.passages_ms
+                             else None),
             # When the chosen, checked evidence (the quotes) is shown, before the synthesis.
             "evidence_s": _r(answer.timings.evidence_ms / 1000 if answer and answer.timings.evidence_ms
                              else None),
@@ -77,14 +80,15 @@ def bench_llm(ctx: BenchContext) -> dict[str, Any]:
            "ttft_client_s_p50": pct("ttft_client_s", 50),
            "ttft_client_s_p95": pct("ttft_client_s", 95),
            "answer_s_p50": pct("total_s", 50), "answer_s_p95": pct("total_s", 95),
+           "passages_s_p50": pct("passages_s", 50), "passages_s_p95": pct("passages_s", 95),
            "evidence_s_p50": pct("evidence_s", 50), "evidence_s_p95": pct("evidence_s", 95),
            "tokens_per_s_median": pct("tokens_per_s", 50),
            **(prefill or {}),
            "peak_rss_mb": peak_rss_mb()}
     say(f"TTFT p50 {out['ttft_s_p50']} s, p95 {out['ttft_s_p95']} s (caller-side p50 "
         f"{out['ttft_client_s_p50']} s); answer p50 {out['answer_s_p50']} s, p95 "
-        f"{out['answer_s_p95']} s over {len(runs)} questions; evidence shown p50 "
-        f"{out['evidence_s_p50']} s")
+        f"{out['answer_s_p95']} s over {len(runs)} questions; passages shown p50 "
+        f"{out['passages_s_p50']} s, evidence shown p50 {out['evidence_s_p50']} s")
     return out
 
 

@@ -72,6 +72,16 @@ def _headings(hits: list[SearchHit], chosen: list[Candidate]) -> str:
     return " ".join(heading(hits[h].paper) for h in {c.hit for c in chosen})
 
 
+def _passages(cands: list[Candidate], hits: list[SearchHit]) -> list[Evidence]:
+    """Each candidate paper's closest sentence, in rank order (number = rank)."""
+    best: dict[int, Candidate] = {}
+    for c in cands:
+        if c.hit not in best or c.relevance > best[c.hit].relevance:
+            best[c.hit] = c
+    return [Evidence(h + 1, hits[h].paper.paper_id, c.text, c.relevance)
+            for h, c in sorted(best.items())]
+
+
 class _Declined(Exception):
     def __init__(self, kind: DeclineKind, target: int | None = None) -> None:
         self.kind, self.target = kind, target
@@ -179,6 +189,9 @@ class Answerer:
         try:
             cands, hits = self._gate_and_candidates(interpreted, hits, pinned, trace, sig)
             answer.retrieved = hits
+            answer.passages = _passages(cands, hits)
+            timings.passages_ms = round((time.perf_counter() - t0) * 1000, 1)
+            yield StreamEvent("passages", answer=answer)
             chosen, messages, raw = self._choose(interpreted, hits, cands, pinned, trace, answer, sig)
         except _Declined as d:
             self._decline(answer, d, interpreted)

@@ -245,6 +245,8 @@ DeclineKind = Literal["absent", "missing_detail", "not_confirmed"]
 @dataclass
 class Timings:
     retrieval_ms: float = 0.0
+    # ranked papers with their closest sentences known: the "passages" event
+    passages_ms: float | None = None
     evidence_ms: float | None = None  # evidence chosen: quotes can be shown from here
     ttft_ms: float | None = None  # first token of the synthesis
     total_ms: float = 0.0
@@ -267,6 +269,9 @@ class Answer:
     timings: Timings
     decline_kind: DeclineKind | None = None  # absent topic, or a missing detail of a paper
     evidence: list[Evidence] = field(default_factory=list)
+    # The closest sentence of each top paper, known before any model runs
+    # (``number`` is the paper's rank); what the UI shows while it decides.
+    passages: list[Evidence] = field(default_factory=list)
     rules: list[RuleFiring] = field(default_factory=list)
     pinned: list[str] = field(default_factory=list)  # paper ids the question was restricted to
     decision: dict[str, Any] | None = None  # rag.decision.Decision.to_dict(): outcome, P, signals
@@ -292,6 +297,7 @@ class Answer:
             "decline_kind": self.decline_kind,
             "pinned": list(self.pinned),
             "evidence": [e.to_dict() for e in self.evidence],
+            "passages": [e.to_dict() for e in self.passages],
             "rules": [r.to_dict() for r in self.rules],
             "decision": self.decision,
             "model": self.model,
@@ -305,13 +311,15 @@ class Answer:
 @dataclass
 class StreamEvent:
     """``ask_stream`` yields optional ``status`` events (text = progress
-    message), one ``evidence`` event once the evidence is chosen (``answer``
+    message), one ``passages`` event as soon as the ranked papers and their
+    closest sentences are known (``answer.retrieved`` and ``answer.passages``;
+    not yet evidence: nothing is decided), one ``evidence`` event once the evidence is chosen (``answer``
     holds a preliminary Answer with ``evidence``/``citations`` filled, no text),
     ``token`` events (text = the new piece of the synthesis), then one final
     ``answer`` event. Streamed text is never silently replaced: sentences that
     fail a check afterwards come back with ``withdrawn=True``."""
 
-    kind: Literal["token", "status", "evidence", "answer"]
+    kind: Literal["token", "status", "passages", "evidence", "answer"]
     text: str = ""
     answer: Answer | None = None
 

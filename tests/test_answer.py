@@ -133,6 +133,28 @@ def test_evidence_event_comes_before_any_token(fake_engine):
     assert kinds[-1] == "answer"
 
 
+def test_passages_come_first_before_any_model_call(fake_engine):
+    """Issue #26, item 6: the ranked papers and their closest sentences are
+    on the stream before the model is asked anything (timings.passages_ms)."""
+    llm = ScriptedLLM(pick("11.3%"), "ShieldAgent improves results.")
+    eng = fake_engine(llm=llm)
+    events = []
+    for ev in eng.ask_stream(SHIELD_Q):
+        events.append(ev)
+        if ev.kind == "passages":
+            assert llm.calls == []  # nothing decided yet
+            passages = list(ev.answer.passages)
+    kinds = [ev.kind for ev in events]
+    assert kinds.index("passages") < kinds.index("evidence")
+    a = events[-1].answer
+    ranks = [e.number for e in passages]
+    assert ranks == sorted(set(ranks)) and passages
+    for e in passages:  # each the closest sentence of its ranked paper, verbatim
+        assert e.text in a.retrieved[e.number - 1].paper.abstract
+    assert 0 < a.timings.passages_ms <= a.timings.evidence_ms
+    assert a.to_dict()["timings"]["passages_ms"] == a.timings.passages_ms
+
+
 def test_no_evidence_is_a_signal_and_declines_with_the_closest_sentence(fake_engine):
     eng = fake_engine(llm=ScriptedLLM(lambda s: []))
     a = eng.ask("Which base model does ShieldAgent use to verify safety policies of agents?")

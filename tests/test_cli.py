@@ -66,7 +66,8 @@ def test_ask_json_with_real_small_model(index):
                 "timings", "retrieved", "standalone_question"):
         assert key in a, key
     assert a["model"].startswith("local:SmolLM2")
-    assert set(a["timings"]) == {"retrieval_ms", "evidence_ms", "ttft_ms", "total_ms"}
+    assert set(a["timings"]) == {"retrieval_ms", "passages_ms", "evidence_ms", "ttft_ms",
+                                 "total_ms"}
     assert a["timings"]["total_ms"] >= a["timings"]["retrieval_ms"] > 0
     _check_paper(a["retrieved"][0]["paper"])
     for c in a["citations"]:  # citations only ever name retrieved papers
