@@ -2,21 +2,13 @@
 environment and ``.env``, plus the offline-safe process environment.
 
 Settings come in sections, one model each (``rag.config_sections``):
-``storage``, ``corpus``, ``embeddings``, ``retrieval``, ``evidence``, ``llm``,
-``answer`` and ``ui`` (``settings.retrieval.top_k``). Every setting is
-documented in ``.env.example``, grouped by section.
-
-A setting keeps its flat name inside its section, and both name forms work
-everywhere (environment, ``.env``, presets):
-
-- the flat env name, the documented one: ``AQA_`` + the upper-case name
-  (``AQA_TOP_K``), and the standard ``OPENAI_API_KEY``/``OPENAI_BASE_URL``;
-- the nested env name: ``AQA_<SECTION>__<NAME>`` (``AQA_RETRIEVAL__TOP_K``),
-  which wins when both are set in one place.
-
-In code, ``Settings(top_k=3, data_dir=p)`` takes flat names too (or whole
-sections: ``Settings(retrieval={"top_k": 3})``), and ``settings.updated(top_k=3)``
-is a validated copy with some settings changed by flat name.
+``settings.retrieval.top_k``. One env name per setting: ``AQA_`` + its field name
+(``AQA_TOP_K``), in the environment, ``.env`` and presets alike; the OpenAI ones
+also under the standard ``OPENAI_API_KEY``/``OPENAI_BASE_URL``. In code,
+``Settings(top_k=3)`` and ``settings.updated(top_k=3)`` (a validated copy) take
+the same flat names, or whole sections (``Settings(retrieval={"top_k": 3})``).
+``python -m rag.config --env-example [--write]`` writes ``.env.example`` from
+the fields' descriptions.
 
 Presets (``rag/presets/NAME.env``, chosen by ``AQA_PRESET`` or ``aqa --preset
 NAME``) are named sets of a few settings. Precedence: arguments to
@@ -25,12 +17,17 @@ NAME``) are named sets of a few settings. Precedence: arguments to
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import sys
+import textwrap
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from pydantic import AliasChoices, BaseModel, Field, create_model, model_validator
+from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
     DotEnvSettingsSource,
@@ -39,37 +36,12 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from rag.config_sections import (
-    SECTION_OF,
-    SECTIONS,
-    AnswerSettings,
-    CorpusSettings,
-    EmbeddingSettings,
-    EvidenceSettings,
-    LLMSettings,
-    RetrievalSettings,
-    Section,
-    StorageSettings,
-    UISettings,
-)
+from rag import config_sections as cs
+from rag.errors import AqaError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-def _package_data(name: str, repo_dir: Path) -> Path:
-    """A folder installed as package data (``rag/<name>``: pyproject maps the
-    repo's ``prompts/`` and ``data/`` there), found with ``importlib.resources``;
-    in a source checkout or an editable install, the repo folder itself."""
-    from importlib.resources import files
-
-    installed = files("rag").joinpath(name)
-    if isinstance(installed, Path) and installed.is_dir():
-        return installed
-    return repo_dir
-
-
-PROMPTS_DIR = _package_data("_prompts", REPO_ROOT / "prompts")
-BUNDLED_CORPUS = _package_data("_corpus", REPO_ROOT / "data") / "icml2025"
+# Where the rest of the code finds them; defined with the sections, whose defaults need them.
+BUNDLED_CORPUS, PROMPTS_DIR, REPO_ROOT = cs.BUNDLED_CORPUS, cs.PROMPTS_DIR, cs.REPO_ROOT
+SECTIONS, SECTION_OF = cs.SECTIONS, cs.SECTION_OF
 
 
 def presets_dir() -> Path:
@@ -87,131 +59,72 @@ def preset_file(name: str) -> Path:
     """The file of preset ``name``; an unknown name is an ``AqaError`` naming the known ones."""
     path = presets_dir() / f"{name}.env"
     if not name or "/" in name or "\\" in name or not path.is_file():
-        from rag.errors import AqaError
-
         raise AqaError(f"Unknown preset '{name}' (--preset / AQA_PRESET): choose one of "
                        f"{', '.join(preset_names())}.")
     return path
 
 
-# Env names besides AQA_<NAME> (the standard OpenAI ones come first).
-_ENV_ALIASES = {
-    "openai_api_key": AliasChoices("OPENAI_API_KEY", "AQA_OPENAI_API_KEY"),
-    "openai_base_url": AliasChoices("OPENAI_BASE_URL", "AQA_OPENAI_BASE_URL"),
-}
+# What both the real settings and _EnvNames read: AQA_<NAME>, names in .env that are
+# no setting ignored (dotenv_filtering), so .env may hold other tools' variables.
+_ENV_CONFIG = SettingsConfigDict(env_prefix="AQA_", extra="ignore", env_file_encoding="utf-8",
+                                 dotenv_filtering="only_existing")
 
-_ALIAS_OF = {env.lower(): name for name, alias in _ENV_ALIASES.items()
-             for env in alias.choices if isinstance(env, str)}
+class _EnvBase(BaseSettings):
+    model_config = _ENV_CONFIG
+
+
+# Every setting at top level, so that pydantic-settings' own sources read the flat env
+# names (and aliases: OPENAI_API_KEY) with its own parsing (JSON for lists). Only read
+# by sources, never instantiated: types and aliases are all it needs.
+_EnvNames: type[BaseSettings] = create_model(
+    "_EnvNames", __base__=_EnvBase, preset=(str | None, None),
+    **{name: (info.annotation, Field(None, validation_alias=info.validation_alias))
+       for model in SECTIONS.values() for name, info in model.model_fields.items()},
+)
 
 
 def _nest(values: dict[str, Any]) -> dict[str, Any]:
     """``{"top_k": 3}`` -> ``{"retrieval": {"top_k": 3}}``: flat names moved into
     their sections. A value given under the section's own name wins."""
-    if not any(k in SECTION_OF for k in values):
-        return values
-    out: dict[str, Any] = {k: v for k, v in values.items() if k not in SECTION_OF}
+    out = {k: v for k, v in values.items() if k not in SECTION_OF}
     for name, value in values.items():
-        section = SECTION_OF.get(name)
-        if section is None:
-            continue
-        given = out.get(section)
-        if isinstance(given, BaseModel):
-            given = given.model_dump(exclude_unset=True)
-        given = dict(given) if isinstance(given, dict) else {}
-        given.setdefault(name, value)
-        out[section] = given
+        if (section := SECTION_OF.get(name)) is not None:
+            given = out.get(section)
+            if isinstance(given, BaseModel):
+                given = given.model_dump(exclude_unset=True)
+            out[section] = {name: value, **(given if isinstance(given, dict) else {})}
     return out
 
 
-class _FlatBase(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="AQA_", extra="ignore", env_file=None)
-
-
-# Every setting under its flat name, only to read the flat env names (AQA_TOP_K,
-# OPENAI_API_KEY) with pydantic-settings' own parsing; never instantiated.
-_FlatNames: type[BaseSettings] = create_model(
-    "_FlatNames", __base__=_FlatBase,
-    **{name: (info.annotation, Field(default=None, validation_alias=_ENV_ALIASES.get(name)))
-       for model in SECTIONS.values() for name, info in model.model_fields.items()},
-)
-
-
-class _Nested(PydanticBaseSettingsSource):
-    """A source (init arguments, environment, a .env file) with its flat names
-    nested into sections; ``flat`` reads the flat env names of the same place."""
-
-    def __init__(self, settings_cls: type[BaseSettings], inner: PydanticBaseSettingsSource,
-                 flat: PydanticBaseSettingsSource | None = None) -> None:
-        super().__init__(settings_cls)
-        self.inner, self.flat = inner, flat
-
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False  # unused: __call__ reads everything
-
-    def __call__(self) -> dict[str, Any]:
-        values = _nest(self.inner())
-        if self.flat is None:
-            return values
-        out = _nest({_ALIAS_OF.get(k.lower(), k): v for k, v in self.flat().items()})
-        for key, value in values.items():  # the name under its section wins
-            if isinstance(value, dict) and isinstance(out.get(key), dict):
-                value = {**out[key], **value}
-            out[key] = value
-        return out
-
-
-def _dotenv(settings_cls: type[BaseSettings], env_file: Any,
-            like: DotEnvSettingsSource | None = None) -> _Nested:
-    """A .env-style file (``.env``, a preset) read under both name forms."""
-    opts: dict[str, Any] = {"env_file": env_file}
-    if like is not None:
-        opts.update(env_file_encoding=like.env_file_encoding, case_sensitive=like.case_sensitive,
-                    env_prefix=like.env_prefix)
-    return _Nested(settings_cls, DotEnvSettingsSource(settings_cls, **opts),
-                   DotEnvSettingsSource(_FlatNames, **opts))
-
-
 class _PresetSource(PydanticBaseSettingsSource):
-    """The settings of the chosen preset, read like a ``.env`` file. Asked for
-    after the environment and ``.env``, so those win over a preset."""
+    """The settings of the chosen preset, read like ``.env``. Asked for last, so the
+    preset is named by (and loses to) the arguments, the environment and ``.env``."""
 
-    def __init__(self, settings_cls: type[BaseSettings],
-                 *named_by: PydanticBaseSettingsSource) -> None:
-        super().__init__(settings_cls)
-        self._named_by = named_by  # init arguments, environment, .env: the first naming one
-
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False  # unused: __call__ reads the whole file
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # abstract; unused: __call__ reads the whole file
 
     def __call__(self) -> dict[str, Any]:
-        name = next((found for source in self._named_by if (found := source().get("preset"))),
-                    None)
-        if not name:
-            return {}
-        values = _dotenv(self.settings_cls, preset_file(str(name)))()
-        values.pop("preset", None)
-        return values
+        name = self.current_state.get("preset")  # as the sources before this one gave it
+        return DotEnvSettingsSource(_EnvNames, env_file=preset_file(str(name)))() if name else {}
 
 
 class Settings(BaseSettings):
     """All settings, in sections (``settings.retrieval.top_k``), as in ``.env.example``."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="AQA_", env_file=".env", env_file_encoding="utf-8", extra="ignore",
-        env_nested_delimiter="__",
-    )
+    model_config = SettingsConfigDict(**_ENV_CONFIG, env_file=".env")
 
-    # rag/presets/NAME.env: a few settings under a name
-    preset: str | None = None
+    preset: str | None = Field(None, description="Named settings from rag/presets/ (fast-ingest, "
+                               "openai, quality; or `aqa --preset NAME`); the environment and "
+                               ".env win over it.")
 
-    storage: StorageSettings = Field(default_factory=StorageSettings)
-    corpus: CorpusSettings = Field(default_factory=CorpusSettings)
-    embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
-    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
-    evidence: EvidenceSettings = Field(default_factory=EvidenceSettings)
-    llm: LLMSettings = Field(default_factory=LLMSettings)
-    answer: AnswerSettings = Field(default_factory=AnswerSettings)
-    ui: UISettings = Field(default_factory=UISettings)
+    storage: cs.StorageSettings = Field(default_factory=cs.StorageSettings)
+    corpus: cs.CorpusSettings = Field(default_factory=cs.CorpusSettings)
+    embeddings: cs.EmbeddingSettings = Field(default_factory=cs.EmbeddingSettings)
+    retrieval: cs.RetrievalSettings = Field(default_factory=cs.RetrievalSettings)
+    evidence: cs.EvidenceSettings = Field(default_factory=cs.EvidenceSettings)
+    llm: cs.LLMSettings = Field(default_factory=cs.LLMSettings)
+    answer: cs.AnswerSettings = Field(default_factory=cs.AnswerSettings)
+    ui: cs.UISettings = Field(default_factory=cs.UISettings)
 
     @classmethod
     def settings_customise_sources(
@@ -219,19 +132,16 @@ class Settings(BaseSettings):
         env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        init = _Nested(settings_cls, init_settings)
-        env = _Nested(settings_cls, env_settings, EnvSettingsSource(
-            _FlatNames, case_sensitive=getattr(env_settings, "case_sensitive", None),
-            env_prefix=getattr(env_settings, "env_prefix", None)))
+        # The environment and .env read under the flat names; each source gives flat
+        # keys, merged in precedence order, then nested by _flat_names below.
         assert isinstance(dotenv_settings, DotEnvSettingsSource)
-        dotenv = _dotenv(settings_cls, dotenv_settings.env_file, dotenv_settings)
-        preset = _PresetSource(settings_cls, init, env, dotenv)
-        return init, env, dotenv, file_secret_settings, preset
+        dotenv = DotEnvSettingsSource(_EnvNames, env_file=dotenv_settings.env_file)
+        return init_settings, EnvSettingsSource(_EnvNames), dotenv, _PresetSource(settings_cls)
 
     @model_validator(mode="before")
     @classmethod
     def _flat_names(cls, data: Any) -> Any:
-        """Flat names given to ``model_validate`` go to their sections too."""
+        """Flat names (from any source, or ``model_validate``) go to their sections."""
         return _nest(data) if isinstance(data, dict) else data
 
     @property
@@ -252,7 +162,7 @@ class Settings(BaseSettings):
         update: dict[str, Any] = {}
         for section, values in _nest(changes).items():
             current = getattr(self, section)
-            if isinstance(current, Section) and isinstance(values, dict):
+            if isinstance(current, cs.Section) and isinstance(values, dict):
                 values = type(current).model_validate({**current.model_dump(), **values})
             update[section] = values
         return self.model_copy(update=update)
@@ -271,6 +181,48 @@ def get_settings() -> Settings:
 def load_settings(preset: str | None = None) -> Settings:
     """``get_settings()``, or with ``preset`` (e.g. ``--preset``) chosen over ``AQA_PRESET``."""
     return Settings(preset=preset) if preset else get_settings()
+
+
+def env_name(name: str, info: FieldInfo) -> str:
+    """The documented env name of a field: its first alias (``OPENAI_API_KEY``) or ``AQA_NAME``."""
+    alias = info.validation_alias
+    if isinstance(alias, AliasChoices) and isinstance(alias.choices[0], str):
+        return alias.choices[0].upper()
+    return f"AQA_{name.upper()}"
+
+
+def _env_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return json.dumps([str(v) for v in value]) if isinstance(value, list) else str(value)
+
+
+def env_example() -> str:
+    """The text of ``.env.example``: every setting, by section, each under its
+    description; a setting without a default worth copying is commented out."""
+    out = [
+        "# abstracts-qa settings. Copy to .env and edit; every line is optional.",
+        "# Generated from the settings' descriptions in rag/config_sections.py by",
+        "# `python -m rag.config --env-example --write`: edit them there, not here.",
+        "# Environment variables override .env, which overrides a preset. Prefix AQA_ except",
+        "# the standard OpenAI ones. In code: settings.<section>.<name> (settings.retrieval.top_k).",
+        f'# "{cs.TUNED.strip()}" marks a constant of the answer core tuned on the eval set',
+        "# (docs/evaluation.md): change it only with an eval run.",
+    ]
+    groups = [("preset", "A named set of a few settings.", {"preset": Settings.model_fields["preset"]})]
+    groups += [(s, m.__doc__ or "", m.model_fields) for s, m in SECTIONS.items()]
+    for section, doc, fields in groups:
+        out += ["", f"# --- {section}: {doc.strip().splitlines()[0]} ---"]
+        for name, info in fields.items():
+            out += textwrap.wrap(info.description or "", 97, initial_indent="# ",
+                                 subsequent_indent="# ", break_on_hyphens=False)
+            default = info.get_default(call_default_factory=True)
+            if info.examples or default is None:
+                example = info.examples[0] if info.examples else ""
+                out.append(f"# {env_name(name, info)}={example}")
+            else:
+                out.append(f"{env_name(name, info)}={_env_value(default)}")
+    return "\n".join(out) + "\n"
 
 
 def setup_offline_env() -> None:
@@ -300,3 +252,20 @@ def setup_offline_env() -> None:
             cache = Path(spec.origin).parent / "_static" / "tiktoken_cache"
             if cache.is_dir():
                 os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
+
+
+def _main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rag.config")
+    ap.add_argument("--env-example", action="store_true", required=True,
+                    help="print .env.example as generated from the settings' descriptions")
+    ap.add_argument("--write", action="store_true", help="rewrite .env.example instead")
+    text = env_example()
+    if ap.parse_args(argv).write:
+        (REPO_ROOT / ".env.example").write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

@@ -1,27 +1,71 @@
 """The sections of ``rag.config.Settings``, one model each, in ``.env.example``'s
-order. A setting keeps its flat env name inside its section: ``AQA_TOP_K`` is
-``settings.retrieval.top_k``. Each field is documented in ``.env.example``."""
+order. A field's name is its env name without ``AQA_`` (``AQA_TOP_K`` is
+``settings.retrieval.top_k``), hence unique across sections; its description is
+its documentation, from which ``python -m rag.config --env-example`` writes
+``.env.example``."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, field_validator
+
+from rag.providers import EMBED_PROVIDERS, LLM_PROVIDERS, Registry  # imports no rag.config*
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def _bundled_corpus() -> list[Path]:
-    from rag.config import BUNDLED_CORPUS  # rag.config imports this module
+def _package_data(name: str, repo_dir: Path) -> Path:
+    """A folder installed as package data (``rag/<name>``: pyproject maps the
+    repo's ``prompts/`` and ``data/`` there), found with ``importlib.resources``;
+    in a source checkout or an editable install, the repo folder itself."""
+    from importlib.resources import files
 
-    return [BUNDLED_CORPUS]
+    installed = files("rag").joinpath(name)
+    if isinstance(installed, Path) and installed.is_dir():
+        return installed
+    return repo_dir
 
+
+PROMPTS_DIR = _package_data("_prompts", REPO_ROOT / "prompts")
+BUNDLED_CORPUS = _package_data("_corpus", REPO_ROOT / "data") / "icml2025"
 
 # The canonical names of the bundled local models; old names still accepted.
 LOCAL_MODEL_ALIASES = {"qwen2.5-1.5b": "qwen2.5-coder-1.5b"}
 
+TUNED = "Tuned: "  # starts the description of a constant tuned on the eval set
+
+
+def _doc(default: Any, description: str, **kw: Any) -> Any:
+    return Field(default, description=description, **kw)
+
+
+def _tuned(default: Any, description: str, **kw: Any) -> Any:
+    """A constant of the answer core tuned on the eval set: its description says so."""
+    return Field(default, description=TUNED + description, **kw)
+
+
+def _openai_env(name: str) -> AliasChoices:
+    """Env names ``OPENAI_<NAME>`` (the standard one) and ``AQA_OPENAI_<NAME>``. Env
+    names match case-insensitively, so the field name itself reads ``OPENAI_<NAME>``;
+    being first, it is also the key every settings source reports the value under."""
+    return AliasChoices(name, f"aqa_{name}")
+
+
+def _registered(registry: Registry[Any], *more: str) -> AfterValidator:
+    """A provider name must be registered (looked up at validation, so a provider
+    registered later, e.g. a test fake, counts): else one line naming the setting."""
+    def check(v: str) -> str:
+        if v not in more and v not in registry:
+            raise ValueError(f"unknown {registry.kind} provider {v!r} ({registry.setting}): "
+                             f"choose one of {', '.join([*more, *registry.names()])}")
+        return v
+    return AfterValidator(check)
+
 
 class Section(BaseModel):
-    """A settings section. An unknown name in it (``AQA_RETRIEVAL__TOPK``) is an error."""
+    """A settings section; an unknown name in it (``retrieval={"topk": 3}``) is an error."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -29,121 +73,155 @@ class Section(BaseModel):
 class StorageSettings(Section):
     """Where the index lives."""
 
-    data_dir: Path = Path(".aqa")
-    collection: str = "abstracts"
-    chroma_host: str | None = None
-    chroma_port: int = 8000
+    data_dir: Path = _doc(Path(".aqa"), "Where the index (Chroma + catalog + embedding cache) "
+                          "lives; one folder per corpus.")
+    collection: str = _doc("abstracts", "Chroma collection name inside the data dir or server.")
+    chroma_host: str | None = _doc(None, "Set to use a Chroma server (`chroma run --port 8000`) "
+                                   "instead of the embedded store.", examples=["127.0.0.1"])
+    chroma_port: int = _doc(8000, "Port of that Chroma server.")
 
 
 class CorpusSettings(Section):
     """What is ingested and how it is chunked."""
 
-    corpus_paths: list[Path] = Field(default_factory=_bundled_corpus)
-    chunk_tokens: int = 128
-    chunk_overlap: int = 24
-    dedup_threshold: float = 0.6
-    max_abstract_chars: int = Field(
-        20_000, gt=0,
-        description="A record whose abstract is longer is skipped with one warning naming its "
-                    "file and line (a full text or a broken export, not an abstract).")
-    topic_map_iterations: int = 400  # t-SNE iterations of the topic map (250 are early exaggeration)
-    topic_map_angle: float = 0.8  # its Barnes-Hut angle: higher is faster and coarser
+    corpus_paths: list[Path] = Field(
+        default_factory=lambda: [BUNDLED_CORPUS], examples=['["data/icml2025"]'],
+        description="What `aqa ingest` and `aqa serve` load by default (JSON list of "
+                    "files/folders; default: the bundled ICML 2025 abstracts).")
+    chunk_tokens: int = _doc(128, "Max tiktoken tokens per chunk (MiniLM truncates at 256 "
+                             "word pieces).")
+    chunk_overlap: int = _doc(24, "Token overlap between neighbouring chunks.")
+    dedup_threshold: float = _doc(0.6, "Word-shingle similarity at which two records are the "
+                                  "same paper.")
+    max_abstract_chars: int = _doc(20_000, "A record whose abstract is longer (in characters) "
+                                   "is skipped with one warning naming its file and line (a "
+                                   "full text or a broken export, not an abstract).", gt=0)
+    topic_map_iterations: int = _doc(
+        400, "t-SNE iterations of the explorer's topic map, computed at ingest (at least 250, "
+        "the early exaggeration; scikit-learn's default 1000 took 4x longer for the same map "
+        "quality).")
+    topic_map_angle: float = _doc(0.8, "Barnes-Hut angle of that t-SNE (0.5 is scikit-learn's "
+                                  "default; higher is faster and coarser).")
 
 
 class EmbeddingSettings(Section):
     """The embedding model."""
 
-    # minilm, wordllama, openai, or another name registered in rag.providers
-    embed_provider: str = "minilm"
-    embed_model: str = "text-embedding-3-small"  # only for embed_provider=openai
-    embed_batch_size: int = 32
-    embed_backend: Literal["onnx", "torch"] = "onnx"  # minilm: ONNX Runtime or sentence-transformers
-    # onnx only. int8 (default): about 2x faster ingest than fp32 on 2 cores, held-out hit@5
-    # unchanged; its vectors differ from fp32 ones, so switching needs a re-ingest.
-    embed_precision: Literal["fp32", "int8"] = "int8"
-    embed_workers: int = 2  # onnx int8: single-thread sessions side by side while ingesting
-
-    @field_validator("embed_provider")
-    @classmethod
-    def _known_embed_provider(cls, v: str) -> str:
-        from rag.providers import EMBED_PROVIDERS
-
-        if v not in EMBED_PROVIDERS:
-            raise ValueError(f"unknown embedding provider {v!r}: choose one of "
-                             f"{', '.join(EMBED_PROVIDERS.names())}")
-        return v
+    embed_provider: Annotated[str, _registered(EMBED_PROVIDERS)] = _doc(
+        "minilm", "minilm (default, bundled), wordllama (bundled, much faster, weaker), "
+        "openai, or another name registered in rag.providers.")
+    embed_model: str = _doc("text-embedding-3-small", "OpenAI embedding model, used only when "
+                            "AQA_EMBED_PROVIDER=openai.")
+    embed_batch_size: int = _doc(32, "Texts per embedding batch.")
+    embed_backend: Literal["onnx", "torch"] = _doc(
+        "onnx", "MiniLM backend: onnx (ONNX Runtime, same vectors, exported once into "
+        "AQA_MODEL_CACHE_DIR) or torch (sentence-transformers).")
+    embed_precision: Literal["fp32", "int8"] = _doc(
+        "int8", "onnx only: int8 (default; quantized, about 2x faster ingest than fp32 on 2 "
+        "cores, same held-out hit@5) or fp32 (the vectors of torch, which needs fp32). Their "
+        "vectors differ: switching needs `aqa ingest --rebuild`.")
+    embed_workers: int = _doc(2, "onnx int8 only: single-thread sessions run side by side on "
+                              "the AQA_LLM_THREADS cores during ingest.")
 
 
 class RetrievalSettings(Section):
     """Hybrid search and the relevance floor."""
 
-    top_k: int = 5
-    candidate_k: int = 30
-    retriever: Literal["hybrid", "dense", "bm25"] = "hybrid"
-    centroid_weight: float = 0.5
-    bm25_weight: float = 0.5
-    relevance_floor: float = 0.25
-    passages_per_paper: int = 2
+    top_k: int = _doc(5, "Papers passed to the answer / shown by search.")
+    candidate_k: int = _doc(30, "Candidate chunks taken from each retriever before fusion (x3).")
+    retriever: Literal["hybrid", "dense", "bm25"] = _doc("hybrid", "hybrid (default), dense or "
+                                                         "bm25.")
+    centroid_weight: float = _doc(0.5, "Weight of the paper-centroid cosine added to the best "
+                                  "chunk cosine.")
+    bm25_weight: float = _doc(0.5, "Weight of BM25 (as share of the query's IDF matched) in "
+                              "hybrid fusion.")
+    relevance_floor: float = _tuned(0.25, "below this best dense similarity the engine "
+                                    "declines without calling the LLM.")
+    passages_per_paper: int = _doc(2, "Passages kept per retrieved paper.")
 
 
 class EvidenceSettings(Section):
     """The sentences offered to the model as evidence (rag/evidence.py, rag/rules.py)."""
 
-    evidence_papers: int = 4
-    evidence_sentences: int = 11
-    evidence_per_paper: int = 2
-    evidence_top_paper: int = 6
-    evidence_lexical_weight: float = 0.2  # favours candidate sentences sharing the question's rarer words
-    evidence_value_boost: float = 0.1
-    evidence_count_boost: float = 0.15  # added for a sentence stating a count of what "how many X" asks
-    pinned_sentences: int = 12
-    evidence_max_chosen: int = 4
-    evidence_floor: float = 0.3
-    evidence_spread: float = 0.25
-    detail_floor: float = 0.5
-    generic_name_papers: int = 3
-    coverage_max_added: int = 2  # sentences question_part_uncovered may add to the evidence
-    coverage_common_share: float = 0.1  # a term in more of the indexed chunks is too common to count
-    evidence_check: bool = True  # ask the model afresh whether its evidence answers (a decision signal)
-    # A paper the synthesis names but the model passed over when choosing evidence
-    # must get a leaning "yes" from the check, not an undecided one, to join the answer.
-    unchosen_paper_threshold: float = 0.45
+    evidence_papers: int = _tuned(4, "retrieved papers whose sentences are offered as evidence.")
+    evidence_sentences: int = _tuned(11, "numbered sentences offered in all (prompt length "
+                                     "sets the local model's wait).")
+    evidence_per_paper: int = _tuned(2, "at most this many of them from one paper...")
+    evidence_top_paper: int = _tuned(6, "...except the top-ranked paper, which most often "
+                                     "holds the answer.")
+    evidence_lexical_weight: float = _tuned(
+        0.2, "bonus (times the IDF-weighted share of the question's words a sentence holds) "
+        "for sentences sharing its rarer words.")
+    evidence_value_boost: float = _tuned(0.1, "similarity bonus for sentences stating a number "
+                                         "when the question asks for a value.")
+    evidence_count_boost: float = _tuned(0.15, "further bonus for sentences stating a count of "
+                                         "what a \"how many X\" question counts (\"four "
+                                         "recommendations\").")
+    pinned_sentences: int = _tuned(12, "sentences offered when the question is pinned to "
+                                   "chosen papers (split among them).")
+    evidence_max_chosen: int = _tuned(4, "most sentences the model may choose.")
+    evidence_floor: float = _tuned(0.3, "rule off_question_evidence: decline when the best "
+                                   "chosen sentence's cosine to the question is below this.")
+    evidence_spread: float = _tuned(0.25, "...and drop chosen sentences this far below the "
+                                    "best one.")
+    detail_floor: float = _tuned(0.5, "a decline names a missing detail of the top paper (not "
+                                 "an absent topic) when its cosine is at least this.")
+    generic_name_papers: int = _tuned(3, "a name used by more indexed papers than this (LLM, "
+                                      "GPU) is a field's term: it names no paper and is no "
+                                      "claim.")
+    coverage_max_added: int = _tuned(2, "rule question_part_uncovered: most sentences it adds "
+                                     "to complete evidence that leaves part of the question "
+                                     "unanswered.")
+    coverage_common_share: float = _tuned(0.1, "...counting only question terms held by at most "
+                                          "this share of the indexed chunks (\"model\", "
+                                          "\"method\" are too common).")
+    evidence_check: bool = _doc(True, "The evidence check: ask the model afresh, with only the "
+                                "chosen sentences in view, whether they answer (its P(no) is a "
+                                "signal of the calibrated decision).")
+    unchosen_paper_threshold: float = _tuned(0.45, "a paper the answer names but the model did "
+                                             "not choose joins only if P(its sentence does not "
+                                             "answer) is below this.")
 
 
 class LLMSettings(Section):
     """The answering model: the bundled local one or an OpenAI-compatible server."""
 
-    # auto, local, openai, or another name registered in rag.providers
-    llm_provider: str = "auto"
-    local_model: Literal["qwen2.5-coder-1.5b", "smollm2-135m"] = "qwen2.5-coder-1.5b"
-    local_model_path: Path | None = None
-    model_cache_dir: Path = Path.home() / ".cache" / "abstracts-qa"
-    llm_context: int = 4096
-    llm_threads: int = 2
-    llm_prompt_cache_mb: int = 1024  # local model: RAM for saved prompt states (0: off)
-    max_tokens: int = 320
-    temperature: float = 0.0
-    openai_api_key: str | None = None  # env: OPENAI_API_KEY (or AQA_OPENAI_API_KEY)
-    openai_base_url: str | None = None  # env: OPENAI_BASE_URL (or AQA_OPENAI_BASE_URL)
-    openai_model: str = "gpt-4o-mini"
-    llm_timeout: float = 60.0
-    llm_retries: int = 2
-    max_question_chars: int = 2000  # longer questions are cut to this, with a note
+    llm_provider: Annotated[str, _registered(LLM_PROVIDERS, "auto")] = _doc(
+        "auto", "auto (OpenAI when a key or base URL is set, else local), local, openai, or "
+        "another name registered in rag.providers.")
+    local_model: Literal["qwen2.5-coder-1.5b", "smollm2-135m"] = _doc(
+        "qwen2.5-coder-1.5b", "Bundled local model: qwen2.5-coder-1.5b (default; qwen2.5-1.5b "
+        "is an old alias) or smollm2-135m (tiny, for tests).")
+    local_model_path: Path | None = _doc(None, "Any other GGUF file to run locally instead.",
+                                         examples=["/path/to/model.gguf"])
+    model_cache_dir: Path = _doc(Path.home() / ".cache" / "abstracts-qa", "Where the joined "
+                                 "local model file is cached.", examples=["~/.cache/abstracts-qa"])
+    llm_context: int = _doc(4096, "Context window of the local model, in tokens.")
+    llm_threads: int = _doc(2, "CPU threads for the local model.")
+    llm_prompt_cache_mb: int = _doc(1024, "Local model: RAM (MB) for saved prompt states (~0.4 "
+                                    "GB for an evidence prompt), so the synthesis resumes it "
+                                    "after the evidence check (0: off).")
+    max_tokens: int = _doc(320, "Longest answer, in tokens.")
+    temperature: float = _doc(0.0, "Sampling temperature (0 = deterministic, reproducible "
+                              "evals).")
+    openai_api_key: str | None = _doc(
+        None, "OpenAI key (or AQA_OPENAI_API_KEY); setting it (or OPENAI_BASE_URL) switches to "
+        "the OpenAI client.", validation_alias=_openai_env("openai_api_key"), examples=["sk-..."])
+    openai_base_url: str | None = _doc(
+        None, "An OpenAI-compatible server (or AQA_OPENAI_BASE_URL): vLLM, Ollama "
+        "(http://localhost:11434/v1), llama.cpp server.",
+        validation_alias=_openai_env("openai_base_url"), examples=["http://localhost:8000/v1"])
+    openai_model: str = _doc("gpt-4o-mini", "Model name at OpenAI or at that server.")
+    llm_timeout: float = _doc(60.0, "Seconds before an LLM request is abandoned.")
+    llm_retries: int = _doc(2, "Retries (with exponential backoff) on rate limits and "
+                            "connection errors.")
+    max_question_chars: int = _doc(2000, "Longer questions are cut to this many characters, "
+                                   "with a visible note.")
 
     @field_validator("local_model", mode="before")
     @classmethod
     def _local_model_alias(cls, v: Any) -> Any:
         return LOCAL_MODEL_ALIASES.get(v, v) if isinstance(v, str) else v
-
-    @field_validator("llm_provider")
-    @classmethod
-    def _known_llm_provider(cls, v: str) -> str:
-        from rag.providers import LLM_PROVIDERS
-
-        if v != "auto" and v not in LLM_PROVIDERS:
-            raise ValueError(f"unknown LLM provider {v!r}: choose one of "
-                             f"{', '.join(['auto', *LLM_PROVIDERS.names()])}")
-        return v
 
     @property
     def resolved_provider(self) -> str:
@@ -156,51 +234,58 @@ class LLMSettings(Section):
 class AnswerSettings(Section):
     """Checking and synthesising the answer."""
 
-    support_threshold: float = 0.45
-    synthesis_max_tokens: int = 160
-    extend_max_sentences: int = 3
-    decision_answer_at: float = Field(
-        0.6, description="Answer when the calibrated decision's P(answered) reaches this "
-        "(rag/decision.py; the operating point chosen from the risk-coverage curve in "
-        "docs/evaluation.md)")
-    decision_decline_below: float = Field(
-        0.3, description="Below this P(answered) the question is declined outright; between "
-        "it and decision_answer_at the closest passages are shown as 'not confirmed'")
-    decision_file: Path | None = Field(
-        None, description="Decision coefficients to use instead of the bundled rag/decision.json "
-        "(written by `aqa eval fit-decision`)")
+    support_threshold: float = _tuned(0.45, "support score at which an answer sentence counts "
+                                      "as supported by its source.")
+    synthesis_max_tokens: int = _doc(160, "Longest synthesis written over the chosen evidence, "
+                                     "in tokens.")
+    extend_max_sentences: int = _tuned(
+        3, "rule evidence_extended: most sentences of a cited abstract added to back one "
+        "synthesis claim that gathers numbers or names from several sentences (0: off).")
+    decision_answer_at: float = _tuned(
+        0.6, "answer when the calibrated decision's P(answered) reaches this (rag/decision.py; "
+        "the operating point chosen from the risk-coverage curve in docs/evaluation.md).")
+    decision_decline_below: float = _tuned(
+        0.3, "below this P(answered) a question is declined outright; between it and "
+        "AQA_DECISION_ANSWER_AT the closest passages are shown as \"not confirmed\".")
+    decision_file: Path | None = _doc(None, "Decision coefficients to use instead of the "
+                                      "bundled rag/decision.json (written by `aqa eval "
+                                      "fit-decision`).")
 
 
 class UISettings(Section):
     """The Gradio app."""
 
-    host: str = "127.0.0.1"
-    port: int = 7860
-    auth_user: str | None = None
-    auth_password: str | None = None
-    ui_timeout: float = 300.0  # seconds one chat answer or comparison may take in the UI
-    ui_concurrency: int | None = None  # answers/comparisons at once; None: 1 local, else below
-    server_llm_concurrency: int = 8  # default of ui_concurrency for an OpenAI-compatible server
-    ui_workers: int = 8  # search, paper browsing and other non-LLM requests at once
-    ui_queue_size: int = 32  # requests waiting in the queue before new ones are refused
-    ui_min_score: float = 0.35  # explorer: search matches scoring below are not listed
-    ui_search_limit: int = 30  # explorer: papers a search returns before the cut-off
+    host: str = _doc("127.0.0.1", "Interface to bind; 0.0.0.0 shares the app on your network "
+                     "(set auth then).")
+    port: int = _doc(7860, "Port of the app.")
+    auth_user: str | None = _doc(None, "Optional login for the app: the user name...")
+    auth_password: str | None = _doc(None, "...and its password.")
+    ui_timeout: float = _doc(300.0, "Seconds one chat answer or comparison may take in the UI "
+                             "before it shows a timeout message.")
+    ui_concurrency: int | None = _doc(None, "Answers/comparisons the UI runs at once; unset: 1 "
+                                      "for the local model, else AQA_SERVER_LLM_CONCURRENCY.",
+                                      examples=[1])
+    server_llm_concurrency: int = _doc(8, "Answers/comparisons at once against an "
+                                       "OpenAI-compatible server when AQA_UI_CONCURRENCY is "
+                                       "unset.")
+    ui_workers: int = _doc(8, "Search, paper browsing and other requests without the LLM that "
+                           "the UI runs at once.")
+    ui_queue_size: int = _doc(32, "Requests that may wait in the UI queue before new ones are "
+                              "refused.")
+    ui_min_score: float = _doc(0.35, "Papers explorer: search matches scoring below this are "
+                               "not listed (a slider in the app).")
+    ui_search_limit: int = _doc(30, "Papers explorer: papers a search returns before the "
+                                "cut-off.")
 
 
 # The sections, in .env.example's order: attribute of Settings -> model.
 SECTIONS: dict[str, type[Section]] = {
-    "storage": StorageSettings,
-    "corpus": CorpusSettings,
-    "embeddings": EmbeddingSettings,
-    "retrieval": RetrievalSettings,
-    "evidence": EvidenceSettings,
-    "llm": LLMSettings,
-    "answer": AnswerSettings,
-    "ui": UISettings,
+    "storage": StorageSettings, "corpus": CorpusSettings, "embeddings": EmbeddingSettings,
+    "retrieval": RetrievalSettings, "evidence": EvidenceSettings, "llm": LLMSettings,
+    "answer": AnswerSettings, "ui": UISettings,
 }
 
-# Flat name (the AQA_ env name, lower-cased, without its prefix) -> its section.
-# A setting keeps its flat name inside its section: AQA_TOP_K is retrieval.top_k.
+# Field name (= env name without AQA_, lower-cased) -> its section.
 SECTION_OF: dict[str, str] = {
     name: section for section, model in SECTIONS.items() for name in model.model_fields
 }

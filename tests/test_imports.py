@@ -1,6 +1,7 @@
 """Import hygiene: importing the engine's vocabulary is cheap and has no side
-effects, ``rag`` never imports the UI or the evals, and the ``aqa`` entry
-assembles every command (a part that fails to import says so when used)."""
+effects, ``rag`` never imports the UI or the evals, no import cycle runs in
+``rag`` (the settings are a leaf even counting lazy imports), and the ``aqa``
+entry assembles every command (a part that fails to import says so when used)."""
 
 from __future__ import annotations
 
@@ -94,3 +95,85 @@ def test_an_eval_suite_that_fails_to_import_says_so_when_used() -> None:
     assert r.returncode == 2, r.stderr
     assert "evaluation suite" in r.stderr and "abstracts-qa[eval]" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+class _Imports(ast.NodeVisitor):
+    """The modules a file imports: at import time (module level, class bodies, inside
+    ``if``/``try``), with ``lazy`` also inside functions. ``if TYPE_CHECKING:`` blocks
+    are left out: they never run, and are how an annotation may name a module that
+    imports this one."""
+
+    def __init__(self, modules: set[str], lazy: bool) -> None:
+        self.modules, self.lazy, self.names = modules, lazy, set()
+
+    def visit_If(self, node: ast.If) -> None:
+        if "TYPE_CHECKING" not in ast.unparse(node.test):
+            self.generic_visit(node)
+        else:
+            for child in node.orelse:
+                self.visit(child)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        if self.lazy:
+            self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Import(self, node: ast.Import) -> None:
+        self.names |= {a.name for a in node.names}
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        # `from rag import topics` imports rag.topics (rag/__init__ only runs first, its
+        # own imports are its edges); `from rag import Settings` depends on rag itself
+        if node.module and not node.level:
+            self.names |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in self.modules
+                           else node.module for a in node.names}
+
+
+def _rag_imports(*, lazy: bool) -> dict[str, set[str]]:
+    """Module under rag/ -> the rag modules it imports."""
+    def name_of(path: Path) -> str:
+        parts = path.relative_to(REPO).with_suffix("").parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    modules = {name_of(p): p for p in (REPO / "rag").rglob("*.py")}
+    graph = {}
+    for mod, path in modules.items():
+        visitor = _Imports(set(modules), lazy)
+        visitor.visit(ast.parse(path.read_text(encoding="utf-8")))
+        graph[mod] = {n for n in visitor.names if n in modules and n != mod}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each import cycle, as the path that closes it (depth-first search)."""
+    found, done = [], set()
+
+    def walk(mod: str, path: list[str]) -> None:
+        for dep in sorted(graph[mod]):
+            if dep in path:
+                found.append(path[path.index(dep):] + [dep])
+            elif dep not in done:
+                walk(dep, [*path, dep])
+        done.add(mod)
+
+    for mod in sorted(graph):
+        if mod not in done:
+            walk(mod, [mod])
+    return found
+
+
+def test_no_import_cycle_in_rag() -> None:
+    """No module under rag/ imports, at import time, one that imports it back."""
+    assert _cycles(_rag_imports(lazy=False)) == []
+
+
+def test_the_settings_are_a_leaf_even_counting_lazy_imports() -> None:
+    """rag.config and rag.config_sections reach nothing that imports them back, not
+    even through an import inside a function (e.g. a validator looking up the
+    provider registry): every module may import the settings."""
+    config = {"rag.config", "rag.config_sections"}
+    through = [c for c in _cycles(_rag_imports(lazy=True)) if config & set(c)]
+    assert through == []
+    graph = _rag_imports(lazy=True)
+    assert "rag.config" not in graph["rag.config_sections"]  # one direction only
