@@ -150,6 +150,13 @@ class Handler(BaseHTTPRequestHandler):
                                            "type": "invalid_request_error"}})
             else:
                 self._stream(['{"ok": true}'])
+        elif mode == "jsonobject500":  # llama_cpp.server: json_object + schema only, 500 otherwise
+            rf = body.get("response_format") or {}
+            if rf.get("type") == "json_schema":
+                self._json(500, {"error": {"message": "1 validation error: response_format.type "
+                                           "Input should be 'text' or 'json_object'"}})
+            else:
+                self._stream(['{"ok": true}'])
         elif mode == "overflow400":
             self._json(400, {"error": {
                 "message": "This model's maximum context length is 4096 tokens. However, you "
@@ -269,6 +276,23 @@ def test_json_schema_falls_back_without_response_format(server):
     assert len(sent) == 1  # asked once, then remembered that the server can't
     assert sent[0]["response_format"] == {
         "type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+
+
+def test_json_schema_falls_back_to_json_object_with_the_schema(server):
+    """A server that refuses the json_schema form with a 500 naming json_object
+    (llama-cpp-python's own) gets json_object + schema, once per client."""
+    llm = _llm(server.url("jsonobject500"), llm_retries=0)
+    start = len(server.bodies)  # the server is shared by the module's tests
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+    for _ in range(2):
+        out = "".join(llm.stream_chat([{"role": "user", "content": "hi"}], max_tokens=5,
+                                      temperature=0, json_schema=schema))
+        assert json.loads(out) == {"ok": True}
+    mine = [b for b in server.bodies[start:] if b.get("messages") and "response_format" in b]
+    assert [b["response_format"]["type"] for b in mine] == ["json_schema", "json_object",
+                                                            "json_object"]
+    last = mine[-1]["response_format"]
+    assert last.get("schema") == schema
 
 
 def test_close_stops_the_server_stream(server):
@@ -430,7 +454,7 @@ def test_long_question_is_cut_with_a_note(fake_engine):
 def test_timed_out_compare_releases_the_llm(server, fake_engine):
     """run_with_deadline around a single engine.compare call: at the deadline
     the LLM stream stops at its next token (the HTTP stream is closed)."""
-    from ui.app import UITimeout, run_with_deadline
+    from ui.worker import UITimeout, run_with_deadline
 
     server.disconnected.clear()
     eng = fake_engine(llm=_llm(server.url("slow"), llm_timeout=30))
