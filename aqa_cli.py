@@ -34,7 +34,7 @@ def _missing(what: str, extra: str, err: ImportError) -> Callable[[argparse.Name
 
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
-        from ui.app import check_port, serve
+        from ui.server import check_port, serve
     except ImportError as e:  # gradio not installed
         return _missing("`aqa serve` (the Gradio app)", "ui", e)(args)
 
@@ -42,9 +42,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     over = {k: v for k, v in (("host", args.host), ("port", args.port)) if v}
     settings = settings.updated(**over)
     check_port(settings.ui.host, settings.ui.port)  # a port in use: one line, before any loading
+    data_dir = settings.storage.data_dir
+    if args.data_dir and not data_dir.is_dir() and not args.ingest:
+        # A mistyped --data-dir must not silently become a new 57-paper index.
+        raise AqaError(f"No index at {data_dir} (the folder does not exist): check the path, "
+                       "or add --ingest to build a new index there from the corpus.")
     from rag.engine import Engine
 
     eng = Engine(settings)
+    print(f"Index: {data_dir.resolve()}", file=sys.stderr, flush=True)
     if args.ingest:  # serve() itself indexes the corpus when the index is empty
         eng.ingest(progress=True)
     return serve(settings, engine=eng)

@@ -60,7 +60,9 @@ def _engine(args: argparse.Namespace):
         )
     from rag.engine import Engine
 
-    return Engine(settings, create=not read_only)
+    eng = Engine(settings, create=not read_only)
+    _say(f"Index: {data_dir.resolve()}" + (" (read-only)" if eng.read_only else ""))
+    return eng
 
 
 def _filters(args: argparse.Namespace) -> Filters | None:
@@ -331,7 +333,8 @@ def common_options() -> argparse.ArgumentParser:
     common.add_argument("--preset", metavar="NAME",
                         help="named settings from rag/presets/ (default: AQA_PRESET); "
                         f"one of {', '.join(preset_names())}; env and .env still win")
-    common.add_argument("--data-dir", help="index location (default: AQA_DATA_DIR or .aqa)")
+    common.add_argument("--data-dir", help="index location (default: AQA_DATA_DIR, else a "
+                                           "per-user folder; `aqa status` prints it)")
     common.add_argument("--json", action="store_true", help="machine-readable JSON output")
     return common
 

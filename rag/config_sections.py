@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from platformdirs import user_data_path
 from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from rag.providers import EMBED_PROVIDERS, LLM_PROVIDERS, Registry  # imports no rag.config*
@@ -64,6 +65,9 @@ def _registered(registry: Registry[Any], *more: str) -> AfterValidator:
     return AfterValidator(check)
 
 
+APP_NAME = "abstracts-qa"
+
+
 class Section(BaseModel):
     """A settings section; an unknown name in it (``retrieval={"topk": 3}``) is an error."""
 
@@ -73,12 +77,21 @@ class Section(BaseModel):
 class StorageSettings(Section):
     """Where the index lives."""
 
-    data_dir: Path = _doc(Path(".aqa"), "Where the index (Chroma + catalog + embedding cache) "
-                          "lives; one folder per corpus.")
+    data_dir: Path = Field(
+        default_factory=lambda: user_data_path(APP_NAME) / "index",
+        description="Where the index (Chroma + catalog + embedding cache) lives; one folder per "
+                    "corpus. Default: a per-user folder (platformdirs), the same from any "
+                    "working directory.",
+        examples=["~/.local/share/abstracts-qa/index"])
     collection: str = _doc("abstracts", "Chroma collection name inside the data dir or server.")
     chroma_host: str | None = _doc(None, "Set to use a Chroma server (`chroma run --port 8000`) "
                                    "instead of the embedded store.", examples=["127.0.0.1"])
     chroma_port: int = _doc(8000, "Port of that Chroma server.")
+
+    @field_validator("data_dir")
+    @classmethod
+    def _expand_user(cls, v: Path) -> Path:
+        return Path(v).expanduser()  # AQA_DATA_DIR=~/papers-index works as written
 
 
 class CorpusSettings(Section):

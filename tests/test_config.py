@@ -10,18 +10,29 @@ import sys
 from pathlib import Path
 
 import pytest
+from platformdirs import user_data_path
 from pydantic import ValidationError
 
 from rag.config import SECTION_OF, SECTIONS, Settings, env_example, env_name
 from rag.config_sections import TUNED, RetrievalSettings
 
 REPO = Path(__file__).resolve().parent.parent
+DEFAULT_DATA_DIR = user_data_path("abstracts-qa") / "index"
+
+
+def test_the_default_index_is_per_user_not_per_working_directory(tmp_path, monkeypatch):
+    """Issue #29, item 6: `aqa status` from another folder finds the same index."""
+    monkeypatch.chdir(tmp_path)
+    d = Settings(_env_file=None).storage.data_dir
+    assert d.is_absolute() and d == DEFAULT_DATA_DIR and tmp_path not in d.parents
+    monkeypatch.setenv("AQA_DATA_DIR", "~/idx-x")
+    assert Settings(_env_file=None).storage.data_dir == Path.home() / "idx-x"
 
 
 def test_nested_attribute_access():
     s = Settings(_env_file=None)
     assert set(type(s).model_fields) == {"preset", *SECTIONS}
-    assert s.retrieval.top_k == 5 and s.storage.data_dir == Path(".aqa")
+    assert s.retrieval.top_k == 5 and s.storage.data_dir == DEFAULT_DATA_DIR
     assert s.llm.llm_provider == "auto" and s.llm.resolved_provider == "local"
     assert s.ui.ui_min_score == 0.35 and s.evidence.generic_name_papers == 3
     assert s.llm_concurrency == 1
@@ -118,7 +129,7 @@ def test_updated(tmp_path):
     t = s.updated(top_k="3", data_dir=str(tmp_path), ui_timeout=5)
     assert (t.retrieval.top_k, t.storage.data_dir, t.ui.ui_timeout) == (3, tmp_path, 5.0)
     assert t.retrieval.candidate_k == s.retrieval.candidate_k  # the rest is kept
-    assert (s.retrieval.top_k, s.storage.data_dir, s.ui.ui_timeout) == (5, Path(".aqa"), 300.0)
+    assert (s.retrieval.top_k, s.storage.data_dir, s.ui.ui_timeout) == (5, DEFAULT_DATA_DIR, 300.0)
     assert s.updated(retrieval={"top_k": 4}).retrieval.top_k == 4
     assert s.updated(openai_api_key="sk-u").llm.openai_api_key == "sk-u"
     with pytest.raises(ValidationError):

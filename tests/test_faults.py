@@ -244,3 +244,19 @@ def test_a_serving_engine_sees_papers_another_process_ingests(real_index_dir, tm
     assert r.returncode == 0 and "1 added" in r.stdout, r.stderr
     for mode in ("dense", "bm25", "hybrid"):
         assert serving.search(query, k=1, mode=mode)[0].paper.title.startswith("Quantum"), mode
+
+
+# --- 6: where the index lives ---
+def test_serve_with_a_mistyped_data_dir_builds_nothing_and_says_so(tmp_path, capsys):
+    typo = tmp_path / "idx-typo"
+    rc = aqa_cli.main(["serve", "--data-dir", str(typo), "--port", str(_free_port())])
+    assert rc != 0
+    _one_clean_line(capsys.readouterr().err, str(typo), "--ingest")
+    assert not typo.exists()
+
+
+def test_engine_commands_print_the_index_in_use(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("AQA_EMBED_PROVIDER", "fake")
+    f = _jsonl(tmp_path / "p.jsonl", [GOOD])
+    assert aqa_cli.main(["ingest", str(f), "--data-dir", str(tmp_path / "idx")]) == 0
+    assert f"Index: {(tmp_path / 'idx').resolve()}" in capsys.readouterr().err
