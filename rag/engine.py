@@ -20,12 +20,13 @@ from rag.config import Settings, get_settings
 from rag.corpus import provenance_id
 from rag.embed import CachedEmbedder, EmbeddingCache, embed_model_name, make_embed_model
 from rag.errors import AqaError, EmptyIndexError, LLMError, PaperNotFoundError
+from rag.evidence import name_of
 from rag.index import VectorIndex
 from rag.llm import LLM, make_llm
 from rag.prompts import render
 from rag.retrieve import HybridRetriever
 from rag.store import writable
-from rag.text import name_markers
+from rag.text import name_markers, short_title
 from rag.topics import TopicMap
 from rag.types import (
     Answer,
@@ -41,6 +42,14 @@ from rag.types import (
 )
 
 log = logging.getLogger(__name__)
+EXAMPLE_TOPIC_MAX_SHARE = 0.4  # a topic holding more of the corpus is a catch-all, not a topic
+# A short name a researcher would type: one or two words with an inner capital,
+# an acronym or a digit ("ShieldAgent", "MELON", "CoCoA-Mix", "LLaVA-ReID").
+_SYSTEM_NAME = re.compile(r"(?=.*(?:[a-z][A-Z]|[A-Z]{2}|\d))[A-Za-z0-9][\w\-]*(?: [\w\-]+)?")
+
+
+def _system_name(name: str) -> bool:
+    return len(name) <= 24 and bool(_SYSTEM_NAME.fullmatch(name))
 History = Sequence[dict]  # [{"role": "user"|"assistant", "content": str}, ...]
 
 
@@ -216,23 +225,67 @@ class Engine:
         return st
 
     def example_questions(self, n: int = 4) -> list[str]:
-        """Questions drawn from the loaded corpus: named systems first."""
+        """Questions that show what the tool does, drawn from the loaded corpus:
+        a cross-paper question on one topic of the map, a comparison of two of
+        its papers, and questions about single papers, each paper called by
+        the short name researchers use (``name_of``: "MELON", "ShieldAgent")."""
         papers = sorted(self.retriever.snapshot().papers.values(), key=lambda p: p.paper_id)
-        named = [p for p in papers if re.fullmatch(r"[A-Za-z0-9\-]*[A-Z][A-Za-z0-9\-]*", p.title)]
+        # Names a title starts with first ("MELON: …"): a reader recognises them.
+        ranked = sorted(papers, key=lambda p: not p.title.startswith(name_of(p)))
+        named = {p.paper_id: name_of(p) for p in ranked if _system_name(name_of(p))}
+        in_title = {p.paper_id for p in papers if p.title.startswith(name_of(p))}
+        by_cluster: dict[int, list[str]] = {}
+        try:
+            tmap = self.topic_map()
+            for pt in tmap.points:
+                if pt.paper_id in named:
+                    by_cluster.setdefault(pt.cluster, []).append(pt.paper_id)
+            clusters = {c.cluster: c for c in tmap.clusters}
+        except AqaError:  # no map (an empty or odd index): single-paper questions only
+            clusters = {}
+        # A topic (not the catch-all: at most 40% of the corpus) and the pair of its
+        # named papers closest on the map, preferring names their titles start
+        # with: a cross-paper question and a comparison that make sense.
+        cap = max(3, int(EXAMPLE_TOPIC_MAX_SHARE * len(papers)))
+        xy = {pt.paper_id: (pt.x, pt.y) for pt in tmap.points} if clusters else {}
+
+        def dist(uv: tuple[str, str]) -> float:
+            (x0, y0), (x1, y1) = xy[uv[0]], xy[uv[1]]
+            return (x0 - x1) ** 2 + (y0 - y1) ** 2
+
+        options = []
+        for c in clusters.values():
+            members = by_cluster.get(c.cluster, [])
+            if not 3 <= c.size <= cap or len(members) < 2:
+                continue
+            if sum(m in in_title for m in members) >= 2:
+                members = [m for m in members if m in in_title]
+            pairs = [(u, v) for i, u in enumerate(members) for v in members[i + 1:]]
+            best = min(pairs, key=lambda uv: (dist(uv), uv))
+            options.append((not (best[0] in in_title and best[1] in in_title), dist(best),
+                            c.cluster, best))
         out: list[str] = []
-        templates = [
-            "What does {t} propose, and what results does it report?",
-            "Which datasets or benchmarks is {t} evaluated on?",
-            "What problem does {t} address?",
-        ]
-        for i, p in enumerate(named[: max(0, n - 1)]):
-            out.append(templates[i % len(templates)].format(t=p.title))
-        if len(named) >= 2:
-            out.append(f"How do {named[0].title} and {named[1].title} differ?")
-        for p in papers:
+        used: list[str] = []
+        if options:
+            *_, cluster, (a, b) = min(options)
+            terms = [x for x in clusters[cluster].terms[:2] if x]
+            if terms:
+                out.append(f"Which papers work on {' and '.join(terms)}, and how do their "
+                           "approaches differ?")
+            out.append(f"How do {named[a]} and {named[b]} differ in approach and results?")
+            used += [a, b]
+        rest = [pid for pid in named if pid not in used]
+        templates = ["What does {n} propose, and what results does it report?",
+                     "Which datasets or benchmarks is {n} evaluated on?",
+                     "What problem does {n} address?"]
+        for i, pid in enumerate(rest):
             if len(out) >= n:
                 break
-            out.append(f"What does the paper on {p.title.lower()} find?")
+            out.append(templates[i % len(templates)].format(n=named[pid]))
+        for p in papers:  # a corpus without short names: its titles, as written
+            if len(out) >= n:
+                break
+            out.append(f"What does “{short_title(p.title, 80)}” propose?")
         return out[:n]
 
     # --- retrieval / answers ---

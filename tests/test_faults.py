@@ -260,3 +260,20 @@ def test_engine_commands_print_the_index_in_use(tmp_path, capsys, monkeypatch):
     f = _jsonl(tmp_path / "p.jsonl", [GOOD])
     assert aqa_cli.main(["ingest", str(f), "--data-dir", str(tmp_path / "idx")]) == 0
     assert f"Index: {(tmp_path / 'idx').resolve()}" in capsys.readouterr().err
+
+
+# --- 4: example questions ---
+def test_example_questions_show_cross_paper_comparison_and_short_names(fake_engine):
+    """Issue #29, item 4: no templated lower-cased titles; a cross-paper
+    question, a comparison of two papers of one topic, and papers called by the
+    short names their titles start with."""
+    eng = fake_engine()
+    qs = eng.example_questions(4)
+    assert len(qs) == 4 and len(set(qs)) == 4
+    assert qs[0].startswith("Which papers work on ") and "differ" in qs[0]
+    assert qs[1].startswith("How do ") and " and " in qs[1]
+    heads = {p.title.split(":")[0] for p in eng.papers()}
+    a, b = qs[1][len("How do "):].split(" differ")[0].split(" and ")
+    assert {a, b} <= heads
+    for q in qs:
+        assert "the paper on" not in q and not any(p.title.lower() in q for p in eng.papers())
