@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rag.text import split_sentences
+from rag.text import sentence_spans, split_sentences
 from rag.types import ASPECTS, CompareCell, Paper, SearchHit, SentenceSupport
 
 CUES: dict[str, list[tuple[str, float]]] = {
@@ -134,8 +134,20 @@ def clauses(sentence: str) -> list[str]:
     return parts or [sentence]
 
 
+# A discourse connective that opens a sentence ("However, …") ties it to the one
+# before; a cell drops it. A pronoun or "this …" left at the start refers back:
+# such a cell takes the sentence before it along (see _self_contained).
+_LEAD_DISCOURSE = re.compile(
+    r"^(?:however|moreover|furthermore|additionally|in addition|therefore|thus|hence|"
+    r"meanwhile|consequently|nevertheless|nonetheless|also|finally|lastly|besides)\b,?\s*",
+    re.IGNORECASE)
+_ANAPHOR_START = re.compile(r"^(?:they|it|this|these|those|their|its|such|both|there)\b",
+                            re.IGNORECASE)
+NAMING_SENTENCE = 14  # words: an approach cell this short only names the method
+
+
 def _tidy(clause: str) -> str:
-    clause = _LEAD_CONNECTIVE.sub("", clause.strip())
+    clause = _LEAD_DISCOURSE.sub("", _LEAD_CONNECTIVE.sub("", clause.strip()))
     clause = clause[:1].upper() + clause[1:]
     if clause and clause[-1] not in ".!?":
         clause += "."
@@ -162,8 +174,33 @@ _CONTRIBUTION = re.compile(r"\bwe (propose|introduce|present|develop|design|form
                            re.IGNORECASE)
 
 
+def _self_contained(aspect: str, i: int, sents: list[str], text: str,
+                    spans: dict[int, tuple[int, int]], abstract: str) -> tuple[str, str]:
+    """(cell text, verbatim quote) for sentence ``i``, made to stand alone: a
+    cell that opens by referring back ("they remain vulnerable…") takes the
+    sentence before it, and an approach cell that only names the method ("We
+    present MELON, a novel IPI defense.") takes the next, which says how it
+    works. Joined sentences are adjacent in the abstract, so the quote is one
+    verbatim slice of it."""
+    lo = hi = i
+    if _ANAPHOR_START.match(text) and i > 0:
+        lo = i - 1
+    if aspect == "approach" and len(text.split()) < NAMING_SENTENCE and i + 1 < len(sents):
+        hi = i + 1
+    if (lo, hi) == (i, i) or lo not in spans or hi not in spans:
+        return text, sents[i]
+    quote = abstract[spans[lo][0]:spans[hi][1]]
+    parts = [_tidy(sents[j]) if j != i else text for j in range(lo, hi + 1)]
+    if lo < i:  # the referring sentence keeps its own words ("They remain…")
+        parts[i - lo] = text[:1].upper() + text[1:]
+    return " ".join(parts), quote
+
+
 def extract_cells(paper: Paper) -> dict[str, CompareCell]:
     sents = split_sentences(paper.abstract)
+    spans = dict(enumerate(sentence_spans(paper.abstract)))
+    if len(spans) != len(sents):  # a sentence the splitter rewrote: no joining
+        spans = {}
     cells: dict[str, CompareCell] = {}
     used: set[int] = set()
     # Sentences before the paper's own contribution are its context: they can
@@ -183,8 +220,8 @@ def extract_cells(paper: Paper) -> dict[str, CompareCell]:
         i = -best[1]
         if i >= 0 and scored and best[0] >= MIN_SCORE[aspect]:
             used.add(i)
-            quote = sents[i]
-            text = answering_clause(aspect, quote, i / max(1, len(sents) - 1))
+            text = answering_clause(aspect, sents[i], i / max(1, len(sents) - 1))
+            text, quote = _self_contained(aspect, i, sents, text, spans, paper.abstract)
             cells[aspect] = CompareCell(text=text, quote=quote)
         else:
             cells[aspect] = CompareCell(text="not stated", quote=None)

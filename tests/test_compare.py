@@ -21,6 +21,7 @@ from rag.compare import (
 )
 from rag.config import BUNDLED_CORPUS
 from rag.corpus import load_corpus
+from rag.text import split_sentences
 from rag.types import ASPECTS, Paper, SentenceSupport
 
 
@@ -92,8 +93,25 @@ def test_cells_are_whole_clauses_without_latex(bundled):
                 continue
             assert cell.quote in p.abstract
             assert "…" not in cell.text and "$" not in cell.text and "\\%" not in cell.text
-            core = cell.text.rstrip(".").lower()
-            assert core[1:] in clean_latex(cell.quote).lower(), (p.title, aspect, cell.text)
+            for part in split_sentences(cell.text):  # a cell may join adjacent sentences
+                core = part.rstrip(".").lower()
+                assert core[1:] in clean_latex(cell.quote).lower(), (p.title, aspect, cell.text)
+
+
+def test_cells_are_self_contained(bundled):
+    """Issue #29, item 8: no cell opens with "However," or a word referring
+    back ("they", "this"); an approach cell that only names the method also
+    says how it works (the next sentence, quoted with it)."""
+    opens = re.compile(r"^(however|moreover|furthermore|additionally|in addition|therefore|"
+                       r"thus|also|they|it|this|these|their|its|such)\b", re.IGNORECASE)
+    for p in bundled:
+        for aspect, cell in extract_cells(p).items():
+            if cell.stated:
+                assert not opens.match(cell.text), (p.title, aspect, cell.text)
+    melon = next(p for p in bundled if p.title.startswith("MELON"))
+    approach = extract_cells(melon)["approach"]
+    assert approach.text.startswith("We present MELON") and "builds on the observation" in approach.text
+    assert approach.quote in melon.abstract
 
 
 def test_limitations_never_hold_the_problem_statement(bundled):
