@@ -70,7 +70,8 @@ class Server:
 @contextmanager
 def serving(engine, settings: Settings) -> Iterator[Server]:
     """The real Gradio app around ``engine``, on ``settings.ui.port``, in a background thread."""
-    from ui.app import build_app, launch
+    from ui.app import build_app
+    from ui.server import launch
 
     app = build_app(engine, settings)
     launch(app, settings, port=settings.ui.port, block=False)

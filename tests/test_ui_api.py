@@ -45,7 +45,7 @@ def test_chat_endpoint_returns_cited_answer(server):
         "message", "sources", "venues", "years", "paper_ids", "k"]
     outputs = c.predict("What does ShieldAgent propose?", api_name="/chat")
     message, panel = outputs[0], outputs[1]
-    assert "(#aqa-cite-1)" in message and "Evidence, quoted from the abstracts" in message
+    assert "(#aqa-cite-1)" in message and "Cited papers" in message
     assert 'data-cite="1"' in panel and "Answers the question" in panel
     result = result_of(outputs)
     assert result["conversation"] == ["What does ShieldAgent propose?"]

@@ -117,7 +117,7 @@ def test_chat_streams_cited_answer_follow_up_export_and_new_chat(server, browser
     text = page.locator("#aqa-chatbot").inner_text()
     assert "▌" not in text
     assert re.search(r"\[\d\]", text), text  # inline citation markers
-    assert "Evidence, quoted from the abstracts" in text  # quote-first
+    assert "Cited papers (quotes in the panel)" in text  # the quotes live in the panel only
     cards = page.locator("#aqa-citations [data-cite]")
     assert cards.count() >= 1
     first = cards.first
@@ -389,7 +389,7 @@ def test_topic_map_click_filters_the_list(server, browser):
 
 
 def _canned_answer(papers):
-    """A quote-first answer: 3 cited papers, a quote with a URL, a withdrawn sentence."""
+    """An answer citing 3 papers: a sentence and a quote with a URL, a withdrawn sentence."""
     from rag.types import Answer, Citation, Evidence, SearchHit, SentenceSupport, Timings
 
     a, b, c = papers[:3]
@@ -397,7 +397,8 @@ def _canned_answer(papers):
     quote_b = "Code is at https://shieldagent-aiguard.github.io/."
     sents = [
         SentenceSupport(f"{a.title} studies diffusion models.", [1], 0.8, True, a.paper_id),
-        SentenceSupport(f"{b.title} releases its code.", [2], 0.7, True, b.paper_id),
+        SentenceSupport(f"{b.title} releases its code at https://shieldagent-aiguard.github.io/.",
+                        [2], 0.7, True, b.paper_id),
         SentenceSupport(f"{c.title} proves a theorem.", [3], 0.6, True, c.paper_id),
         SentenceSupport("It also cures cancer.", [], 0.1, False, withdrawn=True,
                         withdrawn_reason="no abstract states this"),
@@ -431,9 +432,10 @@ def test_citation_markers_scroll_to_cards_and_links_are_clean(fake_server, brows
     # Withdrawn sentence: still visible, struck through, with its reason.
     assert chat.locator("del, s").filter(has_text="cures cancer").count() == 1
     assert "withdrawn: no abstract states this" in text
-    # Quote-first: each cited paper by title with its verbatim quote.
-    assert "Evidence, quoted from the abstracts" in text and "“Code is at" in text
+    # Evidence once: the chat lists the cited papers, the panel holds the quotes.
+    assert "Cited papers (quotes in the panel)" in text and "Code is at" not in text
     panel = page.locator("#aqa-citations")
+    assert "Code is at" in panel.inner_text()
     card1 = panel.locator("#aqa-cite-1")
     assert "Answers the question: strong match" in card1.inner_text()
     assert "Quote backs the claim: strong" in card1.inner_text()
@@ -454,6 +456,115 @@ def test_citation_markers_scroll_to_cards_and_links_are_clean(fake_server, brows
     hist = fake_server.engine.calls[-1]["history"]
     assert hist[1]["role"] == "assistant" and hist[1]["papers"] == [
         "syn-00000", "syn-00001", "syn-00002"]
+    page.close()
+
+
+def _long_markdown_answer(base):
+    """The canned answer, made longer than the chat box, with model Markdown
+    (emphasis, code) and model-written HTML in its first sentence."""
+    from rag.types import SentenceSupport
+
+    def make(q):
+        a = base(q)
+        first = SentenceSupport("An *actionable* rule sets `top_k` <img src=x onerror=alert(1)>.",
+                                [1], 0.8, True, a.citations[0].paper.paper_id)
+        a.sentences = [first, *a.sentences[:3] * 8, *a.sentences[3:]]
+        return a
+
+    return make
+
+
+@pytest.fixture
+def long_answers(fake_server):
+    eng = fake_server.engine
+    old = eng._answer
+    eng._answer = _long_markdown_answer(old)
+    try:
+        yield fake_server
+    finally:
+        eng._answer = old
+
+
+CHAT_GEOMETRY = """() => {
+    const wrap = document.querySelector('#aqa-chatbot .bubble-wrap').getBoundingClientRect();
+    const bots = document.querySelectorAll('#aqa-chatbot [data-testid=bot]');
+    const box = (el) => { if (!el) return null; const r = el.getBoundingClientRect();
+      const cs = getComputedStyle(el);
+      return (cs.display === 'none' || cs.visibility === 'hidden' || !r.width) ? null
+        : {top: r.top, bottom: r.bottom, left: r.left, right: r.right}; };
+    const el = document.querySelector('#aqa-chatbot .bubble-wrap');
+    return {wrap: box(el), scrollable: el.scrollHeight > el.clientHeight + 50,
+            lastBot: box(bots[bots.length - 1]),
+            label: box(document.querySelector('#aqa-chatbot [data-testid=block-label]')),
+            panel: box(document.querySelector('#aqa-chatbot .top-panel')),
+            arrow: box(document.querySelector('#aqa-chatbot .scroll-down-button-container'))};
+}"""
+
+
+def test_answer_renders_markdown_and_the_view_shows_its_start(long_answers, browser):
+    page = open_app(browser, long_answers)
+    ask(page, "What do these papers do?", n_bot=1)
+    ask(page, "And in more detail?", n_bot=2)
+    page.wait_for_timeout(500)
+    chat = page.locator("#aqa-chatbot")
+    # Model Markdown renders; model-written HTML stays text.
+    assert chat.locator("em", has_text="actionable").count() == 2
+    assert chat.locator("code", has_text="top_k").count() == 2
+    text = chat.inner_text()
+    assert "*actionable*" not in text and "<img src=x onerror=alert(1)>" in text
+    assert chat.locator("img").count() == 0 and not browser.dialogs
+    # The answer is longer than the box, and the view shows its start, not its end.
+    g = page.evaluate(CHAT_GEOMETRY)
+    assert g["scrollable"], g
+    assert g["wrap"]["top"] - 2 <= g["lastBot"]["top"] < g["wrap"]["top"] + 120, g
+    shot(page, "chat-answer-start")
+    page.close()
+
+
+def test_phone_label_and_scroll_arrow_never_cover_the_text(long_answers, browser):
+    page = browser.context.new_page()
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(long_answers.url)
+    page.wait_for_selector("#aqa-question textarea", timeout=60_000)
+    ask(page, "What do these papers do?", n_bot=1)
+    # Mid-answer, where Gradio would show its scroll-down arrow.
+    page.evaluate("document.querySelector('#aqa-chatbot .bubble-wrap').scrollTop = 300")
+    page.wait_for_timeout(600)
+    g = page.evaluate(CHAT_GEOMETRY)
+    assert g["label"] and g["label"]["bottom"] <= g["wrap"]["top"] + 1, g  # above the text
+    assert g["panel"] is None or g["panel"]["bottom"] <= g["wrap"]["top"] + 1, g
+    assert g["arrow"] is None, g  # hidden on a phone: the text scrolls by touch
+    assert g["lastBot"]["top"] < g["wrap"]["top"]  # really scrolled into the answer
+    shot(page, "chat-phone")
+    page.close()
+
+
+def test_stop_leaves_a_marker_not_a_ghost_answer(fake_server, browser):
+    eng = fake_server.engine
+    page = open_app(browser, fake_server)
+    eng.delay = 2.0
+    try:
+        box = page.locator("#aqa-question textarea")
+        box.fill("What do these papers do?")
+        box.press("Enter")
+        page.wait_for_function("document.querySelector('#aqa-chatbot').innerText.includes('▌')",
+                               timeout=30_000, polling=50)
+        assert "being written" in page.locator("#aqa-citations").inner_text()
+        page.locator("#aqa-question button.stop-button").click()
+        page.wait_for_function(
+            "document.querySelector('#aqa-chatbot').innerText.includes('Stopped — no answer "
+            "was checked') && !document.querySelector('#aqa-question textarea').disabled",
+            timeout=10_000)
+        page.wait_for_timeout(3000)  # the cancelled answer does not come back
+        text = page.locator("#aqa-chatbot").inner_text()
+        assert "▌" not in text and "studies diffusion models" not in text, text
+        panel = page.locator("#aqa-citations").inner_text()
+        assert "Stopped" in panel and "being written" not in panel, panel
+        shot(page, "chat-stopped")
+    finally:
+        eng.delay = 0.0
+    ask(page, "What about the second one?", n_bot=2)
+    assert eng.calls[-1]["history"] == []  # the stopped turn is no history
     page.close()
 
 

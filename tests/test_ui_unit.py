@@ -32,7 +32,9 @@ from rag.types import (
     Timings,
 )
 from ui import export, render
-from ui.app import AqaUI, Turn, build_app, make_filters, message_text, run_with_deadline
+from ui.app import build_app
+from ui.session import AqaUI, Turn, make_filters, message_text
+from ui.worker import run_with_deadline
 
 XSS_ABSTRACT = (
     "We study robust parsing. <script>alert(1)</script> Our parser handles "
@@ -169,7 +171,8 @@ def test_md_escape_neutralises_html_and_markdown():
 
 def test_model_bold_survives_but_html_does_not():
     md = render.md_model_text("**Problem**: <img src=x onerror=alert(1)> uses *a* [x](y)")
-    assert md.startswith("**Problem**:") and "<img" not in md and r"\*a\*" in md
+    assert md.startswith("**Problem**:") and "<img" not in md and " *a* " in md
+    assert r"\[x\]\(y\)" in md  # no link from model text
     out = render.html_model_text("**Key <b>idea</b>** and ** stray")
     assert out == "<strong>Key &lt;b&gt;idea&lt;/b&gt;</strong> and ** stray"
 
@@ -215,8 +218,20 @@ def test_answer_markdown_markers_and_unsupported():
     assert r"[\[1\]](#aqa-cite-1)" in md  # a literal, clickable [1]
     assert "(unsupported)" in md and "⚠️" in md
     assert "<script" not in md
-    evidence = md.split("**Evidence, quoted from the abstracts:**")[1]
-    assert "**ShieldAgent**" in evidence and "“ShieldAgent enforces" in evidence
+    # Evidence once: the chat lists the cited papers; their quotes are in the panel.
+    cited = md.split("**Cited papers** (quotes in the panel):")[1]
+    assert r"- [\[1\]](#aqa-cite-1) ShieldAgent · ICML 2025" in cited
+    assert "“" not in md and "ShieldAgent enforces safety policy compliance for" not in md
+
+
+def test_model_markdown_renders_but_stays_safe():
+    md = render.md_model_text("An *actionable* `top_k <b>` setting, _really_ **bold**. "
+                              "<script>x</script> ![i](http://x/i.png) # h | t ~~s~~")
+    assert "*actionable*" in md and "_really_" in md and "**bold**" in md
+    assert "`top_k <b>`" in md  # a code span is verbatim: Markdown shows it as text
+    assert "<script" not in md and "&lt;script&gt;" in md
+    assert r"\!\[i\]" in md and r"\#" in md and r"\|" in md and r"\~\~s\~\~" in md
+    assert render.stream_markdown("Half *done* [1").endswith(r"\[1 ▌")
 
 
 def test_withdrawn_sentence_stays_visible_struck_through():
@@ -416,6 +431,41 @@ def test_run_with_deadline_reraises():
         list(run_with_deadline(boom, 5))
 
 
+def test_typed_history_skips_failed_and_stopped_turns():
+    from ui.session import aligned_turns, engine_history
+
+    first = make_answer()
+    turns = [Turn("q1", first, "shown"), Turn("q2", None, "failed"),
+             Turn("q3", None, render.STOPPED_MARKDOWN, stopped=True)]
+    assert engine_history(turns) == [
+        {"role": "user", "content": "q1"},
+        {"role": "assistant", "content": first.text, "papers": ["p1"]}]
+    # Undo/retry/edit: only the turns that still match the chat's questions.
+    assert aligned_turns(turns, ["q1", "q2 edited", "q3"]) == turns[:1]
+    assert aligned_turns(turns, ["q1"]) == turns[:1]
+
+
+def test_stop_replaces_the_draft_with_a_marker():
+    ui = AqaUI(FakeEngine())
+    draft = [{"role": "user", "content": "q1"},
+             {"role": "assistant", "content": render.stream_markdown("Half a sen")}]
+    chat, state, panel, turns, md_btn, *_rest, result = ui.stopped(draft, [])
+    assert chat == state and chat[-1]["content"] == render.STOPPED_MARKDOWN
+    assert "▌" not in json.dumps(chat) and "Half a sen" not in json.dumps(chat)
+    assert "Stopped" in panel and "being written" not in panel
+    assert turns == [Turn("q1", None, render.STOPPED_MARKDOWN, stopped=True)]
+    assert not md_btn.interactive and json.loads(result)["answer"] is None
+    # A follow-up never sees the stopped draft.
+    eng = ui.engine
+    _drain(ui.respond("q2", chat, None, None, None, None, 5, turns))
+    assert eng.calls[-1]["history"] == []
+    # Stop after the answer finished: nothing changes.
+    done = [*draft[:1], {"role": "assistant", "content": "answer"}]
+    import gradio as gr
+
+    assert ui.stopped(done, [Turn("q1", make_answer())]) == (gr.skip(),) * 8
+
+
 def test_new_chat_clears_everything():
     out = AqaUI(FakeEngine()).new_chat()
     assert out[0] == [] and out[1] == [] and out[2] == []
@@ -439,11 +489,11 @@ def test_compare_handler_validates_and_exports():
 
 def test_search_papers_handler():
     ui = AqaUI(FakeEngine())
-    html_out, note = ui.search_papers("parsing", min_score=0.0)
+    html_out, note = ui.explorer.search_papers("parsing", min_score=0.0)
     assert "&lt;script&gt;" in html_out and "<script" not in html_out
     assert html_out.count('class="aqa-card aqa-result') == 1 and "1 papers match" in note
     assert "match 1.00" in html_out and "<mark>parsing</mark>" in html_out.split("aqa-snippet")[1]
-    html_all, note_all = ui.search_papers("")
+    html_all, note_all = ui.explorer.search_papers("")
     assert html_all.count('class="aqa-card aqa-result') == 3 and note_all.startswith("3 papers")
     assert "topic: agents · safety" in html_all
 
@@ -451,25 +501,25 @@ def test_search_papers_handler():
 def test_explorer_cutoff_sort_topic_and_saved():
     ui = AqaUI(FakeEngine())
     # Scores are 1/rank here: a 0.6 cut-off keeps only the best.
-    eng_hits = ui.search_papers("a", min_score=0.6)
+    eng_hits = ui.explorer.search_papers("a", min_score=0.6)
     assert eng_hits[0].count('class="aqa-card aqa-result') == 1 and "weaker matches hidden" in eng_hits[1]
-    by_title, _ = ui.search_papers("", sort="Title A–Z")
+    by_title, _ = ui.explorer.search_papers("", sort="Title A–Z")
     order = re.findall(r'data-paper="(\w+)"', by_title)
     assert order == ["px", "p2", "p1"]  # "Robust…", "safety…", "ShieldAgent" (case-folded)
-    in_topic, note = ui.search_papers("", topic="0")
+    in_topic, note = ui.explorer.search_papers("", topic="0")
     assert re.findall(r'data-paper="(\w+)"', in_topic) == ["p1", "p2"] and "in topic" in note
-    mp, res, _ = ui.topic_view("1", "", "Relevance", 0.35, [], [], [], [])
+    mp, res, _ = ui.explorer.topic_view("1", "", "Relevance", 0.35, [], [], [], [])
     assert 'class="aqa-cluster is-selected" data-cluster="1"' in mp and "px" in res
     assert "parsing &lt;b&gt;" in mp and "<b>" not in mp
-    saved, html_saved, bib, csv_btn, md_btn, note = ui.toggle_saved("p1|123", [])
+    saved, html_saved, bib, csv_btn, md_btn, note = ui.explorer.toggle_saved("p1|123", [])
     assert saved == ["p1"] and "ShieldAgent" in html_saved and bib.interactive
     rows = list(csv.DictReader(io.StringIO(Path(csv_btn.value["path"]).read_text())))
     assert [r["paper_id"] for r in rows] == ["p1"]
-    saved, *_rest, note = ui.toggle_saved("p2|124", saved)
+    saved, *_rest, note = ui.explorer.toggle_saved("p2|124", saved)
     assert saved == ["p1", "p2"] and "BibTeX needs real titles" in note
-    assert ui.toggle_saved("p1|125", saved)[0] == ["p2"]
-    assert ui.clear_saved()[0] == []
-    starred, _ = ui.search_papers("", saved=["px"])
+    assert ui.explorer.toggle_saved("p1|125", saved)[0] == ["p2"]
+    assert ui.explorer.clear_saved()[0] == []
+    starred, _ = ui.explorer.search_papers("", saved=["px"])
     assert starred.count("★ Saved") == 1
 
 
@@ -502,9 +552,10 @@ def test_engine_and_fakes_implement_the_engine_api():
     for fake in (FakeEngine(), E2EFake([P1, P2])):
         assert isinstance(fake, EngineAPI)
     # What the UI calls on its engine is in the protocol.
-    import ui.app
+    import ui
 
-    used = set(re.findall(r"\bengine\.(\w+)", Path(ui.app.__file__).read_text()))
+    code = "".join(p.read_text() for p in Path(ui.__file__).parent.rglob("*.py"))
+    used = set(re.findall(r"\bengine\.(\w+)", code))
     assert used <= set(names) | {"settings"}, used - set(names)
 
 
@@ -526,7 +577,7 @@ def test_launch_binds_localhost_with_optional_auth():
     from gradio_client import Client
 
     from tests.conftest_ui import free_port
-    from ui.app import launch
+    from ui.server import launch
 
     eng = FakeEngine()
     port = free_port()
@@ -544,3 +595,24 @@ def test_launch_binds_localhost_with_optional_auth():
         assert "1 papers match" in note and "&lt;script&gt;" in html_out
     finally:
         app.close()
+
+
+def test_importing_the_ui_changes_no_environment_variable():
+    """``import ui.app`` (and ui.server) has no side effects: the offline
+    environment is set by the entry points (``aqa``, ``serve()``), not at import."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json, os\nbefore = dict(os.environ)\n"
+            "import ui, ui.app, ui.server\n"
+            "print(json.dumps({k: [before.get(k), os.environ.get(k)] "
+            "for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)}))")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("HF_", "TRANSFORMERS_", "GRADIO_", "TIKTOKEN_", "CHROMA_"))
+           and k not in ("ANONYMIZED_TELEMETRY", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY",
+                         "TOKENIZERS_PARALLELISM")}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       cwd=Path(__file__).resolve().parent.parent, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {}

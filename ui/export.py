@@ -1,9 +1,12 @@
-"""Exports offered by the UI: a conversation as Markdown / JSON, its cited
-papers as BibTeX, and a comparison table as Markdown / CSV.
+"""Every download the UI offers: a conversation as Markdown / JSON, its cited
+papers as BibTeX, a comparison table as Markdown / CSV, and the saved-paper
+list as BibTeX / CSV / Markdown.
 
 ``conversation_markdown``, ``conversation_json``, ``bibtex``,
-``comparison_markdown`` and ``comparison_csv`` return the file content (tested
-directly); ``write_export`` writes it to a fresh temp file for a Gradio download.
+``comparison_markdown``, ``comparison_csv``, ``saved_csv`` and
+``saved_markdown`` return the file content (tested directly);
+``write_export`` writes it to a fresh file under the process's one export
+folder (``exports_root``, removed by ``cleanup_exports``) for a Gradio download.
 Every export is safe to open even when abstracts or titles carry hostile
 text (issue 8): Markdown escapes HTML and drops ``javascript:``/``data:``
 links, CSV cells that a spreadsheet would run as a formula are prefixed with
@@ -13,12 +16,15 @@ data and is kept verbatim.
 
 from __future__ import annotations
 
+import atexit
 import csv
 import html
 import io
 import json
 import re
+import shutil
 import tempfile
+import threading
 import unicodedata
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -77,7 +83,7 @@ def csv_cell(value: object) -> str:
     return text
 
 
-def _paper_line(p: Paper) -> str:
+def paper_line(p: Paper) -> str:
     """One Markdown line naming a paper (escaped; only http(s) URLs kept)."""
     bits = [_md_line(p.display_title)]
     if p.authors:
@@ -104,7 +110,7 @@ def conversation_markdown(turns: Sequence[Answer]) -> str:
             out += ["**Declined:** " + _md_line(reason), ""]
             if a.nearest:
                 out += ["Nearest papers:", ""]
-                out += [f"- {_paper_line(h.paper)} (score {h.score:.2f})" for h in a.nearest]
+                out += [f"- {paper_line(h.paper)} (score {h.score:.2f})" for h in a.nearest]
                 out.append("")
             continue
         out += [_md_text(a.text), ""]
@@ -116,7 +122,7 @@ def conversation_markdown(turns: Sequence[Answer]) -> str:
         if a.citations:
             out += ["### Sources", ""]
             for c in a.citations:
-                out.append(f"[{c.number}] {_paper_line(c.paper)} (support {c.score:.2f})")
+                out.append(f"[{c.number}] {paper_line(c.paper)} (support {c.score:.2f})")
                 out.append("")
                 out.append("> " + _md_line(c.snippet))
                 out.append("")
@@ -225,7 +231,7 @@ def comparison_markdown(cmp: Comparison) -> str:
                 cells.append(f"{_md_cell(cell.text)} — “{_md_cell(cell.quote or '')}”")
         out.append(f"| {ASPECT_LABELS[aspect]} | " + " | ".join(cells) + " |")
     out += ["", "## Synthesis", "", _md_text(cmp.synthesis), "", "## Papers", ""]
-    out += [f"[{i}] {_paper_line(p)}" for i, p in enumerate(cmp.papers, 1)]
+    out += [f"[{i}] {paper_line(p)}" for i, p in enumerate(cmp.papers, 1)]
     return "\n".join(out) + "\n"
 
 
@@ -246,12 +252,62 @@ def comparison_csv(cmp: Comparison) -> str:
     return buf.getvalue()
 
 
+# -------------------------------------------------------------- saved list
+
+
+def saved_csv(papers: Sequence[Paper]) -> str:
+    """The saved list as CSV: one paper per row (cells neutralised by ``csv_cell``)."""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["paper_id", "title", "title_derived", "authors", "venue", "year", "source",
+                "url", "abstract"])
+    for p in papers:
+        w.writerow([csv_cell(v) for v in (
+            p.paper_id, p.title, p.title_derived, "; ".join(p.authors), p.venue or "",
+            p.year or "", p.source, p.url or "", p.abstract)])
+    return buf.getvalue()
+
+
+def saved_markdown(papers: Sequence[Paper]) -> str:
+    """The saved list as Markdown, one escaped ``paper_line`` each."""
+    out = ["# Saved papers", ""]
+    out += [f"{i}. {paper_line(p)}" for i, p in enumerate(papers, 1)]
+    return "\n".join(out) + "\n"
+
+
 # -------------------------------------------------------------------- files
+
+_exports: Path | None = None
+_exports_lock = threading.Lock()
+
+
+def exports_root() -> Path:
+    """This process's one ``aqa-exports-*`` temp folder, made on first use;
+    ``cleanup_exports`` removes it (registered with atexit once, and called
+    by ``ui.server`` on SIGINT/SIGTERM)."""
+    global _exports
+    with _exports_lock:
+        if _exports is None or not _exports.is_dir():
+            first = _exports is None
+            _exports = Path(tempfile.mkdtemp(prefix="aqa-exports-"))
+            if first:
+                atexit.register(cleanup_exports)
+        return _exports
+
+
+def cleanup_exports() -> None:
+    """Remove the export folder (idempotent; a later export makes a new one)."""
+    with _exports_lock:
+        root = _exports
+    if root is not None:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def write_export(content: str, stem: str, suffix: str, directory: Path | None = None) -> str:
-    """Write ``content`` to a new file named ``<stem>-<time><suffix>``; return its path."""
-    directory = directory or Path(tempfile.mkdtemp(prefix="aqa-export-"))
+    """Write ``content`` to a new file named ``<stem>-<time><suffix>`` in
+    ``directory`` (default: a fresh folder under ``exports_root``, so two
+    sessions' downloads never clash); return its path."""
+    directory = directory or Path(tempfile.mkdtemp(dir=exports_root()))
     directory.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     path = directory / f"{stem}-{stamp}{suffix}"

@@ -1,7 +1,13 @@
 """Chat rendering (re-exported by ``ui.render``): the streamed and final answer
-Markdown, citation and search-hit cards with marked quotes, and the error
-message and panel of a failed answer. Untrusted text is escaped with
-``ui.render_base`` before any markup is added.
+Markdown, citation and search-hit cards with marked quotes, and the messages
+and panels of a failed or stopped answer. Untrusted text is escaped with
+``ui.render.base`` before any markup is added.
+
+Evidence is shown once: the chat carries the answer (its own Markdown
+rendered, clickable [n]) and a compact list of the cited papers; the verbatim
+quotes, with their marked spans, scores and abstracts, live in the side panel,
+where a researcher checks a claim against its source. Quotes repeated under
+the answer pushed the synthesis out of the 520 px chat.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from rag.types import (
     SearchHit,
     SentenceSupport,
 )
-from ui.render_base import (
+from ui.render.base import (
     _abstract_details,
     _authors,
     content_words,
@@ -63,9 +69,14 @@ def _cite_links(nums: Sequence[int]) -> str:
     return "".join(" " + cite_link(n) for n in nums)
 
 
+STREAM_CURSOR = " ▌"
+STOPPED_MARKDOWN = ("**Stopped — no answer was checked.** The unchecked draft was "
+                    "discarded; ask again for a checked answer.")
+
+
 def stream_markdown(partial: str) -> str:
-    """Chat content while tokens stream in: the raw text, made literal."""
-    return md_escape(partial) + " ▌"
+    """Chat content while tokens stream in: the draft (its markers literal) and a cursor."""
+    return md_model_text(partial) + STREAM_CURSOR
 
 
 def sentence_markdown(s: SentenceSupport) -> str:
@@ -112,17 +123,22 @@ def _decline_markdown(answer: Answer) -> str:
     elif kind == "absent":
         lines = ["**Nothing in the loaded collection is about this.**"]
     elif kind == "not_confirmed":
-        lines = ["**Not confirmed.** These are the closest passages in the collection; "
-                 "they may not answer the question."]
-        for c in answer.citations:
-            lines += ["", f"From **{md_escape(c.paper.display_title)}**:"]
-            lines += [f"> {md_with_links(t)}" for t in _quotes(c, answer)]
+        lines = ["**Not confirmed.** The closest passages in the collection are quoted in "
+                 "the panel; they may not answer the question."]
+        if answer.citations:
+            lines += ["", _cited_list(answer)]
         return "\n".join(lines)
     else:
         lines = ["**The loaded collection does not answer this question.**"]
     if answer.decline_reason:
         lines.append(md_with_links(answer.decline_reason))
-    if kind == "missing_detail" and answer.evidence:
+    cited = {c.number for c in answer.citations}
+    if kind == "missing_detail" and answer.evidence and answer.evidence[0].number in cited:
+        ev = answer.evidence[0]
+        title = next(c.paper.display_title for c in answer.citations if c.number == ev.number)
+        lines += ["", f"Closest sentence: {cite_link(ev.number)} **{md_escape(title)}** "
+                  "(quoted in the panel)."]
+    elif kind == "missing_detail" and answer.evidence:
         ev = answer.evidence[0]
         title = next((c.paper.display_title for c in answer.citations if c.number == ev.number),
                      None) or next((h.paper.display_title for h in answer.retrieved
@@ -137,9 +153,9 @@ def _decline_markdown(answer: Answer) -> str:
 
 
 def answer_markdown(answer: Answer) -> str:
-    """Final chat message. Quote-first: the synthesis (clickable [n], withdrawn
-    sentences struck through with the reason), then each cited paper by
-    title with its verbatim evidence quote(s). A decline says which kind."""
+    """Final chat message: the synthesis (clickable [n], withdrawn sentences
+    struck through with the reason), then the compact list of cited papers.
+    A decline says which kind."""
     parts: list[str] = []
     interpreted = getattr(answer, "interpreted", None)
     if interpreted:
@@ -160,13 +176,20 @@ def answer_markdown(answer: Answer) -> str:
             "to a retrieved abstract."
         )
     if answer.citations:
-        lines = ["**Evidence, quoted from the abstracts:**"]
-        for c in answer.citations:
-            quotes = " ".join(f"“{md_with_links(q)}”" for q in _quotes(c, answer)[:2])
-            lines.append(f"- {cite_link(c.number).strip()} **{md_escape(c.paper.display_title)}**"
-                         f" — {quotes}")
-        parts.append("\n".join(lines))
+        parts.append(_cited_list(answer))
     return "\n\n".join(parts)
+
+
+def _cited_list(answer: Answer) -> str:
+    """The compact list under an answer: [n] title, venue and year; the
+    quotes are in the panel (``citations_panel``)."""
+    lines = ["**Cited papers** (quotes in the panel):"]
+    for c in answer.citations:
+        p = c.paper
+        where = " ".join(str(x) for x in (p.venue, p.year) if x)
+        lines.append(f"- {cite_link(c.number)} {md_escape(p.display_title)}"
+                     + (f" · {md_escape(where)}" if where else ""))
+    return "\n".join(lines)
 
 
 def error_markdown(message: str) -> str:
@@ -272,6 +295,11 @@ def citations_panel(answer: Answer | None, *, preliminary: bool = False) -> str:
                     for c in answer.citations)
     head = "Cited papers (the answer is being written…)" if preliminary else "Cited papers"
     return f'<div class="aqa-panel"><h4>{head}</h4>{cards}</div>'
+
+
+def stopped_panel() -> str:
+    return ('<div class="aqa-empty aqa-stopped">Stopped: no answer was checked, so no paper '
+            "is cited. Ask again for a checked answer.</div>")
 
 
 def error_panel(message: str) -> str:

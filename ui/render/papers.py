@@ -12,8 +12,8 @@ from rag.types import (
     CorpusStatus,
     Paper,
 )
-from ui.render_base import _abstract_details, _authors, esc, highlight, md_escape, paper_heading
-from ui.render_chat import match_words
+from ui.render.base import _abstract_details, _authors, esc, highlight, md_escape, paper_heading
+from ui.render.chat import match_words
 
 
 def score_words(score: float) -> str:

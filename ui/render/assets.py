@@ -1,9 +1,11 @@
 """The page's shared CSS and JS (re-exported by ``ui.render``): styling for the
-classes the ``ui.render_*`` modules emit, and the script for citation jumps,
-Save toggles, topic-map clicks and narrow-screen dropdowns.
+classes the ``ui.render.*`` modules emit and for the chat box (its label and
+scroll button never over the text), and the script for citation jumps, Save
+toggles, topic-map clicks, narrow-screen dropdowns and keeping the start of
+the newest answer in view.
 """
 
-# Styling for the classes the ui.render_* modules emit; passed to launch(css=...).
+# Styling for the classes the ui.render.* modules emit; passed to launch(css=...).
 CSS = """
 .aqa-card{border:1px solid var(--border-color-primary);border-radius:8px;padding:8px 10px;margin:6px 0;scroll-margin:80px}
 .aqa-card-head{font-weight:600}
@@ -36,7 +38,10 @@ CSS = """
 .aqa-map .aqa-dot{opacity:.8}
 .aqa-map .aqa-dot.is-faded{opacity:.15}
 .aqa-hidden{display:none !important}
+#aqa-chatbot .bubble-wrap{margin-top:34px;height:calc(100% - 34px);padding-top:var(--spacing-md)}
+#aqa-chatbot .scroll-down-button-container{left:auto;right:8px;bottom:8px;transform:none}
 @media (max-width:700px){
+ #aqa-chatbot .scroll-down-button-container{display:none}
  .aqa-compare table,.aqa-compare tbody,.aqa-compare tr,.aqa-compare td{display:block;width:auto !important}
  .aqa-compare thead{display:none}
  .aqa-compare tbody th{display:block;width:auto;background:var(--background-fill-secondary)}
@@ -46,7 +51,8 @@ CSS = """
 
 # Page script (passed to launch(head=...)): clickable [n] markers scroll to and
 # flash their card; Save toggles and topic-map labels report to hidden
-# textboxes; on narrow screens a dropdown closes after a pick.
+# textboxes; on narrow screens a dropdown closes after a pick; the chat
+# scrolls to the newest question, not to the end of its answer.
 JS = """
 <script>
 (() => {
@@ -96,6 +102,24 @@ JS = """
       a.blur();
     }, 120);
   }, true);
+  // Gradio's autoscroll (off) would follow the end of a streaming answer and
+  // push its start out of view. Instead, a new question is scrolled up while
+  // its answer grows, until it reaches the top of the box (or the reader scrolls).
+  let seen = 0, anchor = null;
+  const stopFollowing = () => { anchor = null; };
+  new MutationObserver(() => {
+    const wrap = document.querySelector('#aqa-chatbot .bubble-wrap');
+    if (!wrap) return;
+    if (!wrap.dataset.aqaScroll) {
+      wrap.dataset.aqaScroll = '1';
+      ['wheel', 'touchmove', 'keydown', 'pointerdown'].forEach((k) => wrap.addEventListener(k, stopFollowing));
+    }
+    const users = wrap.querySelectorAll('[data-testid=user]');
+    if (users.length !== seen) { anchor = users.length > seen ? users[users.length - 1] : null; seen = users.length; }
+    if (!anchor || !anchor.isConnected) return;
+    const gap = anchor.getBoundingClientRect().top - wrap.getBoundingClientRect().top - 8;
+    if (gap > 1) wrap.scrollTop += gap;
+  }).observe(document.body, {childList: true, subtree: true, characterData: true});
 })();
 </script>
 """

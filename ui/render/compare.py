@@ -11,7 +11,7 @@ from rag.types import (
     ASPECTS,
     Comparison,
 )
-from ui.render_base import (
+from ui.render.base import (
     _abstract_details,
     _authors,
     esc,

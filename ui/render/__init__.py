@@ -1,25 +1,25 @@
 """Safe rendering of engine results for the Gradio UI.
 
-This module and its ``ui.render_*`` parts own every string of HTML or
+This package and its modules own every string of HTML or
 Markdown that the UI shows. Abstract text, titles, authors and model output
 are untrusted: each piece is escaped there (``html.escape``, plus Markdown
 escaping for chat messages) before any markup is added, so ``<script>`` or
 ``<img onerror=...>`` inside an abstract shows as text.
 Nothing here calls the engine; it only formats rag.types.
 
-The code lives in ``ui.render_base`` (escaping, links, highlighting),
-``ui.render_chat`` (answers, citation cards), ``ui.render_compare`` (the
-comparison table), ``ui.render_papers`` (explorer, lists, topic map, status)
-and ``ui.render_assets`` (CSS and JS); every name is re-exported here.
+The code lives in ``ui.render.base`` (escaping, links, highlighting),
+``ui.render.chat`` (answers, citation cards), ``ui.render.compare`` (the
+comparison table), ``ui.render.papers`` (explorer, lists, topic map, status)
+and ``ui.render.assets`` (CSS and JS); every name is re-exported here.
 """
 
 from __future__ import annotations
 
-from ui.render_assets import (
+from ui.render.assets import (
     CSS,
     JS,
 )
-from ui.render_base import (
+from ui.render.base import (
     content_words,
     esc,
     highlight,
@@ -31,7 +31,8 @@ from ui.render_base import (
     safe_url,
     strip_markers,
 )
-from ui.render_chat import (
+from ui.render.chat import (
+    STOPPED_MARKDOWN,
     answer_markdown,
     citation_card,
     citations_panel,
@@ -44,13 +45,14 @@ from ui.render_chat import (
     md_with_links,
     relevance_words,
     sentence_markdown,
+    stopped_panel,
     stream_markdown,
     support_words,
 )
-from ui.render_compare import (
+from ui.render.compare import (
     comparison_html,
 )
-from ui.render_papers import (
+from ui.render.papers import (
     explorer_card,
     explorer_html,
     paper_choice_label,
@@ -75,6 +77,8 @@ __all__ = [
     "md_with_links",
     "cite_link",
     "stream_markdown",
+    "STOPPED_MARKDOWN",
+    "stopped_panel",
     "sentence_markdown",
     "match_words",
     "relevance_words",

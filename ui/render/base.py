@@ -31,14 +31,31 @@ def md_escape(text: str) -> str:
     return html.escape(_MD_SPECIAL.sub(r"\\\1", text or ""), quote=True)
 
 
-_MD_BOLD = re.compile(r"\\\*\\\*(\S(?:.*?\S)?)\\\*\\\*")
+# Model output keeps its inline Markdown (emphasis, bold, code): only the
+# syntax that could add links, images, tables, headings, strikethrough (the
+# UI's own withdrawn marker) or LaTeX is made literal, and HTML is escaped.
+_MD_MODEL_SPECIAL = re.compile(r"([\\{}\[\]()#+\-.!|~$=])")
+_CODE_SPAN = re.compile(r"(`+)([^`].*?)\1", re.DOTALL)
 _HTML_BOLD = re.compile(r"\*\*(\S(?:.*?\S)?)\*\*")
 
 
+def _md_model_piece(text: str) -> str:
+    return html.escape(_MD_MODEL_SPECIAL.sub(r"\\\1", text), quote=True)
+
+
 def md_model_text(text: str) -> str:
-    """Model output for Markdown: literal like ``md_escape``, except that its
-    ``**bold**`` stays bold (harmless: the inside is already escaped)."""
-    return _MD_BOLD.sub(r"**\1**", md_escape(text))
+    """Model output for Markdown: ``*emphasis*``, ``**bold**`` and ```code```
+    render; links, images, raw HTML and block syntax stay literal. A code
+    span is kept verbatim: Markdown shows its inside as text (HTML escaped),
+    where a backslash or an entity would show literally."""
+    out: list[str] = []
+    last = 0
+    for m in _CODE_SPAN.finditer(text or ""):
+        out.append(_md_model_piece(text[last:m.start()]))
+        out.append(m.group(0))
+        last = m.end()
+    out.append(_md_model_piece((text or "")[last:]))
+    return "".join(out)
 
 
 def html_model_text(text: str) -> str:

@@ -1,0 +1,302 @@
+"""Per-session event handlers of the Chat and Compare tabs (``AqaUI``), kept
+apart from the layout so unit tests can call them; the Papers tab's handlers
+are ``ui.explorer.Explorer`` (``AqaUI.explorer``).
+
+A conversation lives in ``gr.State`` as typed ``Turn`` objects: the engine's
+follow-up history is built from the checked ``Answer`` of each turn, never
+from the Markdown the chat shows. Every string shown is built by
+``ui.render``, every download by ``ui.export``; LLM calls run under
+``ui.worker.run_with_deadline``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+
+from rag.api import EngineAPI
+from rag.config import Settings, get_settings
+from rag.errors import AqaError
+from rag.types import Answer, Comparison, Filters
+from ui import export, render
+from ui.explorer import Explorer, all_papers
+from ui.worker import error_text, run_with_deadline
+
+log = logging.getLogger(__name__)
+
+# Example questions once papers are pinned ("Ask about selected").
+PINNED_EXAMPLES_ONE = ["Summarize this paper.", "What are its limitations?",
+                       "Which datasets or benchmarks does it use?", "What results does it report?"]
+PINNED_EXAMPLES_MANY = ["Summarize these papers.", "How do these papers differ?",
+                        "What are their limitations?", "Which datasets or benchmarks do they use?"]
+
+
+@dataclass
+class Turn:
+    """One chat exchange: the question, the checked answer (None when it
+    failed or was stopped, so it is never used as history) and the Markdown
+    the chat shows for it."""
+
+    question: str
+    answer: Answer | None
+    rendered: str = ""
+    stopped: bool = False
+
+
+def message_text(content: Any) -> str:
+    """Plain text of a chat message's content (str, or Gradio's normalised
+    list of ``{"type": "text", "text": ...}`` parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        return str(content.get("text") or content.get("content") or "")
+    if isinstance(content, (list, tuple)):
+        return " ".join(message_text(c) for c in content if not isinstance(c, (list, tuple)))
+    return ""
+
+
+def user_questions(history: list[dict]) -> list[str]:
+    """The user messages of the chat's history, as plain text."""
+    return [message_text(m.get("content")) for m in history if m.get("role") == "user"]
+
+
+def aligned_turns(turns: list[Turn] | None, questions: list[str]) -> list[Turn]:
+    """The turns that still match the chat, in order: undo, retry, edit and
+    clear shrink or change the history, and a turn past the first mismatch
+    no longer belongs to this conversation."""
+    out: list[Turn] = []
+    for turn, question in zip(turns or [], questions, strict=False):
+        if turn.question != question:
+            break
+        out.append(turn)
+    return out
+
+
+def engine_history(turns: list[Turn]) -> list[dict]:
+    """Conversation for ``engine.ask(history=...)``: each checked answer's
+    plain text (failed and stopped turns are left out). Assistant messages
+    carry ``papers``: the cited paper ids in citation order, so the engine can
+    resolve "the second one"."""
+    out: list[dict] = []
+    for turn in turns:
+        if turn.answer is None:
+            continue
+        cites = sorted(turn.answer.citations, key=lambda c: c.number)
+        papers = list(dict.fromkeys(c.paper.paper_id for c in cites))
+        out += [{"role": "user", "content": turn.question},
+                {"role": "assistant", "content": turn.answer.text, "papers": papers}]
+    return out
+
+
+def make_filters(sources: list[str] | None, venues: list[str] | None,
+                 years: list[Any] | None, paper_ids: list[str] | None) -> Filters | None:
+    return Filters.from_lists(sources, venues, years, paper_ids)
+
+
+def _off() -> Any:
+    return gr.DownloadButton(value=None, interactive=False)
+
+
+class AqaUI:
+    """Event handlers of one app (Gradio keeps each session's state apart)."""
+
+    def __init__(self, engine: EngineAPI, settings: Settings | None = None) -> None:
+        self.engine = engine
+        self.settings = settings or getattr(engine, "settings", None) or get_settings()
+        self.explorer = Explorer(engine, self.settings)
+        # The export folder exists (and its atexit cleanup is registered) from
+        # the moment the app is built, not from the first download.
+        self.export_root = export.exports_root()
+
+    # ------------------------------------------------------------ catalogue
+
+    def paper_choices(self, papers: list | None = None) -> list[tuple[str, str]]:
+        papers = all_papers(self.engine) if papers is None else papers
+        return [(render.paper_choice_label(p), p.paper_id) for p in papers]
+
+    def facet_choices(self) -> tuple[list[str], list[str], list[int]]:
+        papers = all_papers(self.engine)
+        try:
+            sources = sorted(self.engine.status().sources)
+        except AqaError:
+            sources = []
+        sources = sources or sorted({p.source for p in papers if p.source})
+        venues = sorted({p.venue for p in papers if p.venue})
+        years = sorted({p.year for p in papers if p.year})
+        return sources, venues, years
+
+    def status_markdown(self) -> str:
+        try:
+            st = self.engine.status()
+        except AqaError as e:
+            return render.md_escape(str(e))
+        if st.papers == 0:
+            return "**No papers are indexed yet.** Run `aqa ingest` (or restart `aqa serve`)."
+        return render.status_markdown(st)
+
+    def example_questions(self) -> list[str]:
+        try:
+            return list(self.engine.example_questions(4))
+        except Exception:  # noqa: BLE001 - examples are optional decoration
+            log.warning("example questions unavailable", exc_info=True)
+            return []
+
+    def examples_for(self, pinned: list[str] | None) -> list[str]:
+        """Example questions: about the pinned papers when there are some."""
+        if pinned:
+            return list(PINNED_EXAMPLES_ONE if len(pinned) == 1 else PINNED_EXAMPLES_MANY)
+        return self.example_questions()
+
+    def pinned_changed(self, pinned: list[str] | None) -> Any:
+        return gr.Chatbot(examples=[{"text": q} for q in self.examples_for(pinned)])
+
+    def refresh(self) -> tuple:
+        """On page load: corpus status and the choices that depend on it."""
+        choices = self.paper_choices()
+        sources, venues, years = self.facet_choices()
+        return (
+            self.status_markdown(),
+            gr.Dropdown(choices=choices),
+            gr.Dropdown(choices=choices),
+            gr.CheckboxGroup(choices=sources),
+            gr.Dropdown(choices=venues),
+            gr.Dropdown(choices=years),
+            gr.CheckboxGroup(choices=sources),
+            gr.Dropdown(choices=venues),
+            gr.Dropdown(choices=years),
+            gr.Dropdown(choices=self.explorer.topic_choices()),
+            self.explorer.topic_map_html(None),
+        )
+
+    # ----------------------------------------------------------------- chat
+
+    def export_buttons(self, turns: list[Turn]) -> tuple[Any, Any, Any]:
+        answers = [t.answer for t in turns if t.answer is not None]
+        if not answers:
+            return _off(), _off(), _off()
+        md = export.write_export(export.conversation_markdown(answers), "conversation", ".md")
+        js = export.write_export(export.conversation_json(answers), "conversation", ".json")
+        cited = export.cited_papers(answers)
+        # BibTeX only when some cited paper has a real title (not a derived label).
+        bib = (export.write_export(export.bibtex(cited), "cited-papers", ".bib")
+               if any(not p.title_derived for p in cited) else None)
+        return (
+            gr.DownloadButton(value=md, interactive=True),
+            gr.DownloadButton(value=js, interactive=True),
+            gr.DownloadButton(value=bib, interactive=bib is not None),
+        )
+
+    def respond(self, message: str, history: list[dict], sources: list[str] | None,
+                venues: list[str] | None, years: list[Any] | None,
+                paper_ids: list[str] | None, k: float | None,
+                turns: list[Turn] | None) -> Iterator[tuple]:
+        """ChatInterface fn: yields (message, panel, turns, md, json, bib, result);
+        ``result`` is the structured answer for API clients (hidden in the page)."""
+        waiting = (gr.skip(),) * 6
+        turns = aligned_turns(turns, user_questions(history))
+        question = (message or "").strip()
+        if not question:
+            yield render.error_markdown("Type a question first."), *waiting
+            return
+        hist = engine_history(turns)
+        filters = make_filters(sources, venues, years, paper_ids)
+        yield "_Searching the abstracts…_", *waiting
+        partial, answer = "", None
+        try:
+            events = run_with_deadline(
+                lambda: self.engine.ask_stream(
+                    question, history=hist, k=int(k) if k else None, filters=filters),
+                self.settings.ui.ui_timeout,
+            )
+            for ev in events:
+                if ev.kind == "token":
+                    partial += ev.text
+                    yield render.stream_markdown(partial), *waiting
+                elif ev.kind == "status" and not partial:
+                    yield f"_{render.md_escape(ev.text)}_", *waiting
+                elif ev.kind == "evidence" and ev.answer is not None:
+                    # Cited papers and their quotes show before the synthesis streams.
+                    yield ("_Evidence found; writing the answer…_" if not partial
+                           else render.stream_markdown(partial),
+                           render.citations_panel(ev.answer, preliminary=True), *waiting[1:])
+                elif ev.kind == "answer":
+                    answer = ev.answer
+            if answer is None:
+                raise AqaError("The engine finished without an answer.")
+        except Exception as e:  # noqa: BLE001 - every failure becomes a chat message
+            msg = error_text(e)
+            shown = render.error_markdown(msg)
+            turns.append(Turn(question, None, shown))
+            yield (shown, render.error_panel(msg), turns,
+                   *self.export_buttons(turns), self.result(turns, error=msg))
+            return
+        shown = render.answer_markdown(answer)
+        turns.append(Turn(question, answer, shown))
+        yield (shown, render.citations_panel(answer), turns,
+               *self.export_buttons(turns), self.result(turns))
+
+    @staticmethod
+    def result(turns: list[Turn], error: str | None = None) -> str:
+        """JSON text for API clients: the latest answer (``Answer.to_dict()``, as
+        the CLI's --json), the error if it failed, and this session's questions."""
+        last = turns[-1].answer if turns else None
+        return json.dumps({
+            "answer": last.to_dict() if last is not None else None,
+            "error": error,
+            "conversation": [t.question for t in turns],
+        }, ensure_ascii=False)
+
+    def stopped(self, history: list[dict], turns: list[Turn] | None) -> tuple:
+        """Stop pressed: the unchecked draft (and its cursor) gives way to a
+        "Stopped" marker, the panel says so, and the turn is kept as stopped,
+        so follow-ups never see the draft. Returns (chat, chat state, panel,
+        turns, md, json, bib, result); an answer that finished first stays."""
+        questions = user_questions(history)
+        turns = aligned_turns(turns, questions)
+        if len(turns) == len(questions):  # nothing was running: leave it all as it is
+            return (gr.skip(),) * 8
+        history = list(history)
+        if history and history[-1].get("role") == "assistant":
+            history.pop()  # the streamed draft
+        history.append({"role": "assistant", "content": render.STOPPED_MARKDOWN})
+        turns.append(Turn(questions[-1], None, render.STOPPED_MARKDOWN, stopped=True))
+        return (history, history, render.stopped_panel(), turns, *self.export_buttons(turns),
+                self.result(turns, error="Stopped before the answer was checked."))
+
+    def new_chat(self) -> tuple:
+        """Clear the conversation, its state, the panel and the exports."""
+        return ([], [], [], render.citations_panel(None), *self.export_buttons([]),
+                self.result([]), gr.Textbox(value=""))
+
+    # -------------------------------------------------------------- compare
+
+    def compare(self, paper_ids: list[str] | None, query: str | None,
+                progress: gr.Progress = gr.Progress()) -> tuple:  # noqa: B008 - Gradio API
+        """Returns (table html, markdown download, csv download)."""
+        ids = list(dict.fromkeys(paper_ids or []))
+        query = (query or "").strip()
+        if len(ids) == 1 or (not ids and not query):
+            return (render.error_panel("Pick 2 to 4 papers, or describe a topic to pick them."),
+                    _off(), _off())
+        if len(ids) > 4:
+            return render.error_panel("Compare takes at most 4 papers."), _off(), _off()
+        progress(0.1, desc="Comparing papers and writing the synthesis…")
+        try:
+            (cmp,) = list(run_with_deadline(
+                lambda: [self.engine.compare(ids or None, query=None if ids else query)],
+                self.settings.ui.ui_timeout, what="The comparison"))
+        except Exception as e:  # noqa: BLE001 - shown in the tab, never a traceback
+            return render.error_panel(error_text(e)), _off(), _off()
+        return self.comparison_outputs(cmp)
+
+    @staticmethod
+    def comparison_outputs(cmp: Comparison) -> tuple:
+        md = export.write_export(export.comparison_markdown(cmp), "comparison", ".md")
+        csv = export.write_export(export.comparison_csv(cmp), "comparison", ".csv")
+        return (render.comparison_html(cmp), gr.DownloadButton(value=md, interactive=True),
+                gr.DownloadButton(value=csv, interactive=True))
