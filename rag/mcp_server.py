@@ -47,7 +47,7 @@ MAX_K = 20  # more hits than this only bloats the client's context
 DEFAULT_PAGE_SIZE = 25  # list_papers page, when the caller gives no limit
 MAX_PAGE_SIZE = 200
 # Search scores in words, with the cut-offs of the UI's explorer
-# (ui.render_papers.score_words; hybrid scores: ~0.6+ on topic, ~0.3 loosely).
+# (ui.render.papers.score_words; hybrid scores: ~0.6+ on topic, ~0.3 loosely).
 SCORE_STRONG, SCORE_PARTIAL = 0.6, 0.45
 # A quote's match with the answer sentence in words, as the UI's support_words.
 SUPPORT_STRONG, SUPPORT_PARTIAL = 0.6, 0.45
