@@ -39,7 +39,6 @@ from rag.evidence import (
     choice_schema,
     excerpts,
     heading,
-    name_of,
     parse_choice,
     parse_verdict,
     quoted,
@@ -276,7 +275,7 @@ class Answerer:
                                   **counts), hits
             # A question that names its papers is answered from those papers.
             trace.append(RuleFiring("named_papers_only", True,
-                                    ", ".join(name_of(hits[i].paper) for i in named)))
+                                    ", ".join(hits[i].paper.name for i in named)))
             hits = [hits[i] for i in named] + [h for i, h in enumerate(hits) if i not in named]
             focus = len(named)
         else:
@@ -501,13 +500,13 @@ class Answerer:
             self._cite(answer, chosen, q)
             answer.decline_reason = ("Not confirmed: these are the closest passages in the "
                                      "collection, and they may not answer the question.")
-            quotes = "; ".join(f"{name_of(hits[c.hit].paper)}: “{c.text}”" for c in chosen[:3])
+            quotes = "; ".join(f"{hits[c.hit].paper.name}: “{c.text}”" for c in chosen[:3])
             answer.text = f"{answer.decline_reason} {quotes}"
             return
         if d.kind == "missing_detail" and hits:
             h = hits[d.target or 0]
             closest = self._closest(q, h)
-            name = name_of(h.paper)
+            name = h.paper.name
             answer.decline_reason = f"The abstract of {name} does not state this."
             answer.text = answer.decline_reason + (
                 f" The closest it says: “{closest}”" if closest else "")

@@ -17,7 +17,6 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from rag.labels import paper_name
 from rag.text import NAME, WORD
 from rag.types import Paper, RuleFiring
 
@@ -118,17 +117,13 @@ def _titles_in(text: str, papers: Mapping[str, Paper]) -> list[str]:
     """Papers whose (short) title appears in a text, in order of appearance."""
     found: list[tuple[int, str]] = []
     for pid, p in papers.items():
-        name = _name(p)
+        name = p.name
         if len(name) < 3:
             continue
         m = re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text)
         if m:
             found.append((m.start(), pid))
     return [pid for _, pid in sorted(found)]
-
-
-def _name(p: Paper) -> str:
-    return paper_name(p.title, p.abstract)
 
 
 def _join(names: list[str]) -> str:
@@ -159,32 +154,32 @@ def resolve(question: str, history: History, papers: Mapping[str, Paper]) -> Res
     m = ORDINAL_REF.search(text)
     if (o := OTHER_REF.search(text)) and (ids := other_papers(history, papers)[:1]):
         chosen, how = ids, f"'{o.group(0)}' of an earlier answer"
-        text = text[: o.start()] + _name(papers[ids[0]]) + text[o.end():]
+        text = text[: o.start()] + papers[ids[0]].name + text[o.end():]
     elif m and (ids := pick(m)):
         chosen, how = ids, f"ordinal '{m.group(0)}'"
-        text = text[: m.start()] + _name(papers[ids[0]]) + text[m.end():]
+        text = text[: m.start()] + papers[ids[0]].name + text[m.end():]
     elif (m := PLURAL_REF.search(text)) and len(prior) > 1:
         chosen, how = prior[:4], f"plural '{m.group(0)}'"
-        names = [_name(papers[p]) for p in chosen]
+        names = [papers[p].name for p in chosen]
         word = m.group(0).lower()
         repl = _join(names) + ("'s" if word == "their" else "")
         text = text[: m.start()] + repl + text[m.end():]
     elif (m := WHICH_REF.search(text)) and len(prior) > 1:
         chosen, how = prior[:4], f"choice '{m.group(0)}'"
-        repl = m.group(0)[:5] + " of " + _join([_name(papers[p]) for p in chosen])
+        repl = m.group(0)[:5] + " of " + _join([papers[p].name for p in chosen])
         text = text[: m.start()] + repl + text[m.end():]
     elif m := SINGULAR_REF.search(text):
         chosen, how = prior[:1], f"reference '{m.group(0)}'"
-        name = _name(papers[chosen[0]])
+        name = papers[chosen[0]].name
         repl = name + "'s" if m.group(0).lower() == "its" else name
         text = text[: m.start()] + repl + text[m.end():]
     elif m := ROLE_REF.search(text):
         chosen, how = prior[:1], f"reference '{m.group(0)}'"
-        text = text[: m.start()] + f"{_name(papers[chosen[0]])}'s {m.group(1)}" + text[m.end():]
+        text = text[: m.start()] + f"{papers[chosen[0]].name}'s {m.group(1)}" + text[m.end():]
     elif (m := THEY_REF.search(text)) and len(prior) == 1:
         word = next(g for g in m.groups()[1:] if g)
         chosen, how = prior, f"reference '{word}'"
-        name = _name(papers[prior[0]])
+        name = papers[prior[0]].name
         verb = (_AGREE[m.group(1).lower()] + " ") if m.group(1) else ""
         repl = verb + (name + "'s" if word.lower() == "their" else name)
         text = text[: m.start()] + repl + text[m.end():]
@@ -193,18 +188,18 @@ def resolve(question: str, history: History, papers: Mapping[str, Paper]) -> Res
         named = _titles_in(text, {p: papers[p] for p in prior})
         chosen, how = (named or prior[:4]), "elliptical follow-up"
         if not named:
-            text = f"{text.rstrip(' ?')} ({_join([_name(papers[p]) for p in chosen])})?"
+            text = f"{text.rstrip(' ?')} ({_join([papers[p].name for p in chosen])})?"
     if not chosen:
         return Resolution(question, rule=RuleFiring(
             "follow_up_reference", False, "no reference to earlier papers"))
     # Anything else named, or a comparison, needs a search beyond the chosen papers.
     rest = text
     for p in chosen:
-        rest = rest.replace(_name(papers[p]), " ")
+        rest = rest.replace(papers[p].name, " ")
     others = [n for n in NAME.findall(rest) if len(n) > 2]
     open_ended = bool(others) or bool(COMPARE.search(question))
     rule = RuleFiring("follow_up_reference", True,
-                      f"{how} -> {', '.join(_name(papers[p]) for p in chosen)}"
+                      f"{how} -> {', '.join(papers[p].name for p in chosen)}"
                       + ("; searched beyond them" if open_ended else "; pinned"))
     text = text[:1].upper() + text[1:]
     if open_ended:

@@ -7,7 +7,8 @@ so that re-ingesting an unchanged corpus in a fresh process recomputes neither:
   papers), keyed by a hash of every abstract in load order and the threshold.
 
 Every entry is stamped with a hash of the code and data that derive it
-(``rag/labels.py`` with ``rag/label_words.json``; ``rag/dedup.py`` with
+(``rag/labels.py`` with ``rag/label_words.json`` and ``rag/text.py``, whose
+sentence splitter and LaTeX reading it uses; ``rag/dedup.py`` with
 ``rag/textio.py``), so a change to those rules drops the memo instead of
 serving stale labels or groups. A hit returns exactly what the computation
 would; the memo only ever saves time.
@@ -52,7 +53,7 @@ def _source(*names: str) -> list[bytes]:
 @cache
 def rules_version(kind: str) -> str:
     """Hash of the code and data that derive ``kind`` (labels or dedup)."""
-    names = {LABELS: ("labels.py", "label_words.json"), DEDUP: ("dedup.py", "textio.py")}[kind]
+    names = {LABELS: ("labels.py", "label_words.json", "text.py"), DEDUP: ("dedup.py", "textio.py")}[kind]
     return _digest(*_source(*names))[:16]
 
 

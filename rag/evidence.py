@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rag.labels import paper_name
 from rag.text import has_value, short_title, split_sentences, states_count
 from rag.types import Paper, SearchHit
 
@@ -84,13 +83,15 @@ def candidates(question: str, hits: list[SearchHit], embedder, *, total: int,
 
 
 def name_of(paper: Paper) -> str:
-    """The paper's name in prompts and answers (see ``labels.paper_name``)."""
-    return paper_name(paper.title, paper.abstract)
+    """Deprecated: ``paper.name``. Kept only until rag/engine.py stops importing it."""
+    return paper.name
 
 
 def heading(paper: Paper) -> str:
-    """"Packrat (Auto-reconfiguration for …)": the name, with the title when it adds to it."""
-    name, title = name_of(paper), short_title(paper.title, 90)
+    """"Packrat (Auto-reconfiguration for …)": how the evidence prompt heads a
+    paper's sentences, its name (``Paper.name``) with its title when the title
+    adds to it. A heading, not a name: running text uses ``Paper.name``."""
+    name, title = paper.name, short_title(paper.title, 90)
     return name if name in (paper.title, title) else f"{name} ({title})"
 
 
@@ -112,7 +113,7 @@ def quoted(chosen: list[Candidate], hits: list[SearchHit]) -> str:
     by: dict[int, list[Candidate]] = {}
     for c in chosen:
         by.setdefault(c.hit, []).append(c)
-    return "\n".join(f"From the abstract of {name_of(hits[h].paper)}: "
+    return "\n".join(f"From the abstract of {hits[h].paper.name}: "
                      + " ".join(f'[{c.id}] "{c.text}"' for c in cs) for h, cs in by.items())
 
 

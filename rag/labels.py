@@ -8,6 +8,10 @@ from the contribution clause ("we propose / study / show that ..."); otherwise
 from the first sentence. ``label_candidates`` returns alternatives in order of
 preference so the corpus loader can keep labels distinct across papers.
 
+Sentences are ``rag.text.split_sentences``'s and LaTeX is read by
+``rag.text.clean_latex``, as everywhere else. ``paper_name`` is the one rule
+for what running text calls a paper (``Paper.name`` calls it).
+
 The word lists (contribution verbs, filler and generic words, common
 acronyms, phrase boundaries) are data in ``rag/label_words.json``, loaded
 once at import; the rules that use them are here.
@@ -21,14 +25,13 @@ import re
 from functools import lru_cache
 from importlib.resources import files
 
+from rag.text import clean_latex, split_sentences
+
 MAX_WORDS = 8
 _ACRONYM_INLINE_CHARS = 40  # "Phrase (ACR)" up to this length, else just "ACR"
 
 _TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>")
 _MD_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
-_LATEX_ARG = re.compile(r"\\[A-Za-z]+\{([^{}]*)\}")
-_LATEX_CMD = re.compile(r"\\[A-Za-z]+\s*")
-_SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'*(\u201c])")
 
 
 def _load_words() -> dict:
@@ -81,20 +84,15 @@ _OPENING = re.compile(rf"^(?:{'|'.join(_W['opening_subordinators'])})\b[^,]{{0,8
 
 
 def _prep(text: str) -> str:
-    """Plain text for label extraction: no HTML, markdown emphasis/links or LaTeX."""
+    """Plain text for label extraction: no HTML or markdown emphasis/links,
+    LaTeX read as ``rag.text.clean_latex`` reads it."""
     t = html.unescape(_TAG.sub(" ", text))
     t = _MD_LINK.sub(r"\1", t)
     t = t.replace("**", "").replace("__", "").replace("`", "")
     t = re.sub(r"(?<![\w*])\*(?=\S)|(?<=\S)\*(?![\w*])", "", t)  # *emphasis*
-    for _ in range(3):  # nested \cmd{\cmd{x}}
-        t = _LATEX_ARG.sub(r"\1", t)
-    t = _LATEX_CMD.sub("", t).replace("$", "").replace("{", "").replace("}", "")
+    t = clean_latex(t)
     t = t.replace("\u201c", '"').replace("\u201d", '"').replace("\u2019", "'")
     return re.sub(r"\s+", " ", t).strip()
-
-
-def _sentences(text: str) -> list[str]:
-    return [s for s in _SENT_SPLIT.split(text) if s.strip()]
 
 
 def _appears(word: str, text: str) -> bool:
@@ -332,7 +330,7 @@ def label_candidates(abstract: str) -> list[str]:
 @lru_cache(maxsize=65536)  # asked twice per paper (derive, then de-duplicate labels)
 def _label_candidates(abstract: str) -> tuple[str, ...]:
     text = _prep(abstract)
-    sents = _sentences(text)
+    sents = split_sentences(text)
     raw = _named_candidates(sents) + _topic_candidates(sents)
     raw.append(_first_sentence_phrase(sents) or "")
     raw.append(" ".join(text.split()[:MAX_WORDS]) or "Untitled abstract")
@@ -354,7 +352,7 @@ def derive_label(abstract: str) -> str:
 def system_name(abstract: str) -> str | None:
     """The name an abstract gives its own method or system ("We present
     Packrat, …" -> "Packrat"), or None."""
-    names = _named_candidates(_sentences(_prep(abstract)))
+    names = _named_candidates(split_sentences(_prep(abstract)))
     return _tidy(names[0]) or None if names else None
 
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from rag.config import Settings
 from rag.config_sections import EvidenceSettings
 from rag.evidence import Candidate
-from rag.labels import paper_name, system_name
+from rag.labels import system_name
 from rag.text import (
     DANGLING,
     NAME,
@@ -361,7 +361,7 @@ def named_papers(question: str, hits: list[SearchHit], corpus: Sequence[str] = (
             continue
         idx = [i for i, h in enumerate(hits)
                if pat.search(h.paper.title.split(":", 1)[0] if ":" in h.paper.title else "")
-               or pat.search(paper_name(h.paper.title, h.paper.abstract))
+               or pat.search(h.paper.name)
                or pat.search(system_name(h.paper.abstract) or "")]
         if 1 <= len(idx) <= 2:
             out[name] = idx

@@ -1,6 +1,8 @@
 """Text helpers shared by the answer layer: sentence splitting, ``[n]``
 citation markers, stop-words and stemmed content terms, the specifics
-(numbers, names) a claim asserts, and LaTeX-aware normalisation.
+(numbers, names) a claim asserts, a title's short form, and LaTeX: its
+readable form (``clean_latex``, the one LaTeX cleaner) and its matching form
+(``unlatex``, inside ``normalise``).
 
 One module so that every stage splits sentences and reads markers the same way.
 """
@@ -92,8 +94,53 @@ def strip_markers(text: str) -> tuple[str, list[int]]:
     return clean, list(dict.fromkeys(nums))
 
 
+# ------------------------------------------------------------------ LaTeX
+# Two forms of LaTeX-bearing text, for two uses: ``clean_latex`` is how
+# abstracts are read and shown (quotes, snippets, derived labels); ``unlatex``
+# is only the matching key of ``normalise``/``values`` (it writes "2x", as
+# answers do), never shown.
+
+_GREEK = {
+    "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "varepsilon": "ε",
+    "eta": "η", "theta": "θ", "lambda": "λ", "mu": "μ", "pi": "π", "rho": "ρ", "sigma": "σ",
+    "tau": "τ", "phi": "φ", "varphi": "φ", "omega": "ω", "Omega": "Ω", "Delta": "Δ",
+    "Theta": "Θ", "Sigma": "Σ", "Lambda": "Λ", "Gamma": "Γ", "Phi": "Φ", "kappa": "κ",
+    "xi": "ξ", "zeta": "ζ", "nu": "ν", "chi": "χ", "psi": "ψ",
+}
+_SYMBOLS = {
+    "times": "×", "le": "≤", "leq": "≤", "ge": "≥", "geq": "≥", "sim": "~", "approx": "≈",
+    "pm": "±", "cdot": "·", "infty": "∞", "ell": "ℓ", "to": "→", "rightarrow": "→",
+    "neq": "≠", "ne": "≠", "log": "log", "in": "∈", "sqrt": "√", "ldots": "…", "dots": "…",
+    "cdots": "…", "%": "%", "&": "&", "_": "_", "#": "#", "$": "$",
+}
+_LATEX_CMD = re.compile(r"\\([A-Za-z]+|[%&_#$,;:! ])")
+
+
+def clean_latex(text: str) -> str:
+    r"""Readable text for LaTeX in abstracts: ``$<7$\%`` -> ``<7%``,
+    ``$\mathcal{O}(n^{2})$`` -> ``O(n^2)``, ``$2\times$`` -> ``2×``."""
+    if "\\" not in text and "$" not in text:
+        return text
+    out = re.sub(r"\\(?:mathcal|mathbf|mathrm|mathbb|textbf|textit|text|emph|texttt|"
+                 r"operatorname|boldsymbol|mathit|mathsf)\s*\{([^{}]*)\}", r"\1", text)
+    out = re.sub(r"([\^_])\{([^{}]*)\}", r"\1\2", out)
+
+    def cmd(m: re.Match) -> str:
+        name = m.group(1)
+        if name in (",", ";", ":", " "):
+            return " "
+        if name == "!":
+            return ""
+        return _GREEK.get(name) or _SYMBOLS.get(name, name)
+
+    out = _LATEX_CMD.sub(cmd, out)
+    out = out.replace("$", "").replace("{", "").replace("}", "")
+    return re.sub(r"[ \t]{2,}", " ", out)
+
+
 def unlatex(text: str) -> str:
-    """Abstracts write 44\\% and $2\\times$; answers write 44% and 2x."""
+    """The matching form, not a display form (that is ``clean_latex``):
+    abstracts write 44\\% and $2\\times$; answers write 44% and 2x."""
     return text.replace("\\%", "%").replace("$", "").replace("\\times", "x")
 
 
@@ -189,8 +236,10 @@ def stemmer() -> Stemmer:
 
 
 def short_title(title: str, limit: int = 60) -> str:
-    """A paper's name for running text: the part before a colon ("MELON" of
-    "MELON: Provable Defense …"), or the title itself when it is short."""
+    """A title shortened to ``limit`` characters: the part before a colon when
+    it fits ("MELON" of "MELON: Provable Defense …"), else the title, cut at a
+    word with "…" when too long. A title's short form, not a paper's name: that
+    is ``Paper.name`` (``rag.labels.paper_name``), which also reads the abstract."""
     head = title.split(":", 1)[0].strip()
     if head and len(head) <= limit:
         return head

@@ -41,7 +41,18 @@ class Paper:
     provenance: list[Provenance] = field(default_factory=list)
 
     @property
+    def name(self) -> str:
+        """What running text calls this paper ("MELON", "Packrat"): the one
+        naming rule, ``rag.labels.paper_name`` (title before a colon, else the
+        name its abstract gives its system, else the title)."""
+        from rag.labels import paper_name  # labels reads abstracts; types stays import-free
+
+        return paper_name(self.title, self.abstract)
+
+    @property
     def display_title(self) -> str:
+        """The title as lists show it, a derived label marked as one
+        ("… (derived label)"); not a name for running text (``name``)."""
         return f"{self.title} (derived label)" if self.title_derived else self.title
 
     def to_dict(self) -> dict[str, Any]:

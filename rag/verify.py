@@ -17,7 +17,7 @@ import numpy as np
 
 from rag import rules as R
 from rag.config import Settings
-from rag.evidence import Candidate, heading, name_of
+from rag.evidence import Candidate, heading
 from rag.text import WORD, split_sentences, stemmer, strip_markers
 from rag.types import Answer, Citation, Evidence, RuleFiring, SentenceSupport
 
@@ -155,7 +155,7 @@ class SynthesisChecker:
             if pid not in verdicts:
                 h = next(i for i, x in enumerate(hits) if x.paper.paper_id == pid)
                 r = R.unchosen_paper_not_answering(
-                    name_of(by_id[pid]), self.verdict(q, hits, h, sents),
+                    by_id[pid].name, self.verdict(q, hits, h, sents),
                     self.settings.evidence.unchosen_paper_threshold)
                 answer.rules.append(r)
                 verdicts[pid] = not r.fired
@@ -233,7 +233,7 @@ class SynthesisChecker:
 
 def _names_in(paper, text: str) -> bool:
     """Whether a text names a paper (its name or its title's head)."""
-    name = name_of(paper)
+    name = paper.name
     return len(name) > 2 and name.lower() in text.lower()
 
 
