@@ -123,3 +123,85 @@ def test_bibtex_stays_escaped():
     assert r"\textbackslash{}cmd" in title
     assert "javascript" not in bib
     assert bib.count("{") - bib.count(r"\{") == bib.count("}") - bib.count(r"\}")
+
+
+# ----------------------------------------------- BibTeX from PMLR metadata (issue 29, item 7)
+
+
+def _pmlr_paper(pid: str = "zhu25z", volume: str = "267", **kw) -> Paper:
+    fields = dict(
+        paper_id="icml2025-7", title="Scaling Laws for Sparse Mixtures",
+        abstract="We study sparse mixtures.", authors=["Ann Zhu", "Bo Li"],
+        url=f"https://proceedings.mlr.press/v{volume}/{pid}.html",
+        links={"pdf": f"https://raw.githubusercontent.com/mlresearch/v{volume}/main/assets/"
+                      f"{pid}/{pid}.pdf",
+               "openreview": "https://openreview.net/forum?id=abc"},
+        venue="ICML", year=2025, source="icml2025")
+    fields.update(kw)
+    return Paper(**fields)
+
+
+def _entry_fields(bib: str) -> dict[str, str]:
+    return dict(re.findall(r"^  (\w+) = \{(.*)\},?$", bib, re.MULTILINE))
+
+
+def test_bibtex_pmlr_entry_has_the_proceedings_metadata():
+    bib = export.bibtex([_pmlr_paper()])
+    assert bib.startswith("@inproceedings{zhu25z,\n")  # key = the PMLR id
+    f = _entry_fields(bib)
+    assert f["title"] == "{Scaling Laws for Sparse Mixtures}"
+    assert f["author"] == "Ann Zhu and Bo Li"
+    assert f["booktitle"] == "Proceedings of the 42nd International Conference on Machine Learning"
+    assert f["year"] == "2025" and f["volume"] == "267" and f["publisher"] == "PMLR"
+    assert f["series"] == "Proceedings of Machine Learning Research"
+    assert f["editor"].startswith("Singh, Aarti and Fazel, Maryam")
+    assert f["pdf"].endswith("/v267/main/assets/zhu25z/zhu25z.pdf")
+    assert f["url"] == "https://proceedings.mlr.press/v267/zhu25z.html"
+    assert "note" not in f and "abstracts-qa" not in bib  # nothing tool-specific
+    # PMLR's own field order
+    order = [k for k in ("title", "author", "booktitle", "year", "editor", "volume", "series",
+                         "publisher", "pdf", "url")]
+    assert [k for k in f if k in order] == order
+
+
+def test_bibtex_pmlr_volume_from_the_pdf_and_other_volumes():
+    # ICML 2024 (v235), named only by the PDF link.
+    p = _pmlr_paper("smith24a", "235", url=None, year=2024)
+    f = _entry_fields(export.bibtex([p]))
+    assert f["booktitle"] == "Proceedings of the 41st International Conference on Machine Learning"
+    assert f["volume"] == "235" and f["url"] == "https://proceedings.mlr.press/v235/smith24a.html"
+    # A volume not in the table: still PMLR's keys, the venue as booktitle, no editor.
+    q = _pmlr_paper("doe24b", "999", venue="AISTATS", year=2024, links={})
+    bib = export.bibtex([q])
+    f = _entry_fields(bib)
+    assert bib.startswith("@inproceedings{doe24b,")
+    assert f["booktitle"] == "AISTATS" and f["volume"] == "999" and "editor" not in f
+    assert "pdf" not in f
+    # The table is data (rag/readers/pmlr_volumes.json), every row complete.
+    for vol, row in export.PMLR_VOLUMES.items():
+        assert vol.isdigit() and {"booktitle", "year", "venue", "editor"} <= set(row), vol
+
+
+def test_bibtex_without_pmlr_metadata_and_unique_keys():
+    arxiv = Paper(paper_id="a1", title="A Survey of Things", abstract="x.",
+                  authors=["Carla Gómez"], url="https://arxiv.org/abs/2401.00001", year=2024)
+    workshop = Paper(paper_id="w1", title="Small Models Matter", abstract="x.",
+                     authors=["Dan Roe"], venue="NeurIPS Workshop", year=2023)
+    twins = [_pmlr_paper(), _pmlr_paper(paper_id="dup")]
+    bib = export.bibtex([arxiv, workshop, *twins])
+    entries = bib.split("\n\n")
+    assert entries[0].startswith("@misc{gomez2024survey,")
+    assert "url = {https://arxiv.org/abs/2401.00001}" in entries[0]
+    assert "booktitle" not in entries[0] and "PMLR" not in entries[0]
+    assert entries[1].startswith("@inproceedings{roe2023small,")
+    assert "booktitle = {NeurIPS Workshop}" in entries[1] and "volume" not in entries[1]
+    assert "note" not in bib
+    keys = re.findall(r"^@\w+\{([^,]+),", bib, re.MULTILINE)
+    assert keys == ["gomez2024survey", "roe2023small", "zhu25z", "zhu25z2"]
+
+
+def test_bibtex_ignores_non_pmlr_lookalike_urls():
+    p = _pmlr_paper(url="https://evil.example/proceedings.mlr.press/v267/x.html", links={})
+    bib = export.bibtex([p])
+    assert "volume" not in bib and "PMLR" not in bib
+    assert bib.startswith("@inproceedings{zhu2025scaling,")

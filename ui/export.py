@@ -28,6 +28,7 @@ import threading
 import unicodedata
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from importlib.resources import files
 from pathlib import Path
 
 from rag.types import ASPECT_LABELS, ASPECTS, Answer, Comparison, Paper
@@ -163,10 +164,7 @@ def _ascii_word(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]", "", norm)
 
 
-def _bib_key(p: Paper, used: set[str]) -> str:
-    surname = _ascii_word(p.authors[0].split()[-1]) if p.authors else ""
-    first = next((_ascii_word(w) for w in p.title.split() if len(_ascii_word(w)) > 3), "")
-    base = (surname.lower() or "paper") + str(p.year or "") + first.lower()
+def _unique(base: str, used: set[str]) -> str:
     key, n = base, 1
     while key in used:
         n += 1
@@ -175,29 +173,92 @@ def _bib_key(p: Paper, used: set[str]) -> str:
     return key
 
 
-def bibtex(papers: Sequence[Paper]) -> str:
-    """BibTeX for papers with a real title (derived labels are skipped: they
-    are not citable titles). Authors, venue, year, url when known."""
-    used: set[str] = set()
-    entries, skipped = [], []
-    for p in papers:
-        if p.title_derived or not p.title.strip():
-            skipped.append(p.paper_id)
-            continue
-        fields = [("title", "{" + _bib_value(p.title) + "}")]
-        if p.authors:
-            fields.append(("author", _bib_value(" and ".join(p.authors))))
+def _bib_key(p: Paper, used: set[str]) -> str:
+    surname = _ascii_word(p.authors[0].split()[-1]) if p.authors else ""
+    first = next((_ascii_word(w) for w in p.title.split() if len(_ascii_word(w)) > 3), "")
+    return _unique((surname.lower() or "paper") + str(p.year or "") + first.lower(), used)
+
+
+# PMLR's volumes (proceedings name, editors, dates) are data: rag/readers/pmlr_volumes.json.
+PMLR_VOLUMES: dict[str, dict[str, object]] = json.loads(
+    files("rag.readers").joinpath("pmlr_volumes.json").read_text(encoding="utf-8"))["volumes"]
+_PMLR_PAGE = re.compile(r"^https?://proceedings\.mlr\.press/v(\d+)/([A-Za-z0-9_-]+)\.(?:html|pdf)$",
+                        re.IGNORECASE)
+_PMLR_PDF = re.compile(r"^https?://(?:raw\.githubusercontent\.com/mlresearch/v(\d+)/[^/]+/assets"
+                       r"|proceedings\.mlr\.press/v(\d+))/(?:([A-Za-z0-9_-]+)/)?"
+                       r"([A-Za-z0-9_-]+)\.pdf$", re.IGNORECASE)
+
+
+def pmlr_ref(p: Paper) -> tuple[str, str] | None:
+    """(volume, PMLR id) of a paper PMLR published, from its page URL
+    (``https://proceedings.mlr.press/v267/zhu25z.html``) or its PDF link; else None."""
+    m = _PMLR_PAGE.match((p.url or "").strip())
+    if m:
+        return m.group(1), m.group(2)
+    m = _PMLR_PDF.match((p.links.get("pdf") or "").strip())
+    if m:
+        return m.group(1) or m.group(2), m.group(4)
+    return None
+
+
+def _clean_url(url: str) -> str:
+    return url.replace("}", "").replace("{", "").replace("\\", "")
+
+
+def _bib_fields(p: Paper) -> tuple[str, str | None, list[tuple[str, str]]]:
+    """(entry type, PMLR id or None, fields in PMLR's order) for one paper.
+    PMLR's ``pages`` are not in the catalogue (no reader keeps them), so they
+    are left out rather than guessed."""
+    fields = [("title", "{" + _bib_value(p.title) + "}")]
+    if p.authors:
+        fields.append(("author", _bib_value(" and ".join(p.authors))))
+    ref = pmlr_ref(p)
+    if ref is None:
         if p.venue:
             fields.append(("booktitle", _bib_value(p.venue)))
         if p.year:
             fields.append(("year", str(p.year)))
         url = _safe_url(p.url)
         if url:
-            fields.append(("url", url.replace("}", "").replace("{", "").replace("\\", "")))
-        fields.append(("note", _bib_value(f"abstracts-qa id {p.paper_id}")))
-        kind = "inproceedings" if p.venue else "misc"
+            fields.append(("url", _clean_url(url)))
+        return ("inproceedings" if p.venue else "misc"), None, fields
+    volume, pid = ref
+    vol = PMLR_VOLUMES.get(volume, {})
+    booktitle = str(vol.get("booktitle") or p.venue or "Proceedings of Machine Learning Research")
+    fields.append(("booktitle", _bib_value(booktitle)))
+    year = p.year or vol.get("year")
+    if year:
+        fields.append(("year", str(year)))
+    if vol.get("editor"):
+        fields.append(("editor", _bib_value(str(vol["editor"]))))
+    fields += [("volume", volume), ("series", "Proceedings of Machine Learning Research")]
+    if vol.get("month"):
+        fields.append(("month", _bib_value(str(vol["month"]))))
+    fields.append(("publisher", "PMLR"))
+    pdf = _safe_url(p.links.get("pdf"))
+    if pdf:
+        fields.append(("pdf", _clean_url(pdf)))
+    fields.append(("url", f"https://proceedings.mlr.press/v{volume}/{pid}.html"))
+    return "inproceedings", pid, fields
+
+
+def bibtex(papers: Sequence[Paper]) -> str:
+    """BibTeX for papers with a real title (derived labels are skipped: they
+    are not citable titles). A paper PMLR published (its URL or PDF names the
+    volume and id) gets PMLR's own entry: key = its PMLR id, the proceedings'
+    name, editors and dates for a volume in ``PMLR_VOLUMES``, volume, series,
+    publisher, pdf and url; any other paper an ``@inproceedings`` (a venue is
+    known) or ``@misc`` from its authors, venue, year and url."""
+    used: set[str] = set()
+    entries, skipped = [], []
+    for p in papers:
+        if p.title_derived or not p.title.strip():
+            skipped.append(p.paper_id)
+            continue
+        kind, pid, fields = _bib_fields(p)
+        key = _unique(pid, used) if pid else _bib_key(p, used)
         body = ",\n".join(f"  {k} = {{{v}}}" for k, v in fields)
-        entries.append(f"@{kind}{{{_bib_key(p, used)},\n{body}\n}}")
+        entries.append(f"@{kind}{{{key},\n{body}\n}}")
     text = "\n\n".join(entries)
     if skipped:
         text += ("\n\n" if text else "") + (
