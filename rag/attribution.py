@@ -16,18 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from rag.embed import CachedEmbedder
-from rag.text import (
-    normalise,
-    specifics,
-    split_sentences,
-    stemmer,
-    strip_markers,
-)
+from rag.text import normalise, specifics, split_sentences, stemmer, strip_markers
 from rag.types import SearchHit, SentenceSupport
-
-__all__ = ["Attribution", "Attributor", "split_sentences", "strip_markers", "specifics"]
-
-_normalise = normalise
 
 
 @dataclass
@@ -61,8 +51,8 @@ class Attributor:
         # Naming a paper is not evidence for a claim about it: the title's own
         # words are left out when measuring the claim's recall in that paper.
         title_terms = [self.stem.terms(h.paper.title) for h in hits]
-        docs = [_normalise(h.paper.abstract + " " + h.paper.title) for h in hits]
-        q_norm = _normalise(question)
+        docs = [normalise(h.paper.abstract + " " + h.paper.title) for h in hits]
+        q_norm = normalise(question)
 
         clean = [strip_markers(s) for s in sentences]
         texts = [c[0] for c in clean]
@@ -95,7 +85,7 @@ class Attributor:
             cited = keep or [best_h + 1]
             # Every number/name the claim asserts must be in a paper it cites.
             known = q_norm + " ".join(docs[c - 1] for c in cited)
-            missing = [s for s in specifics(text) if _normalise(s) not in known]
+            missing = [s for s in specifics(text) if normalise(s) not in known]
             supported = support >= self.threshold and not missing
             if not supported:
                 cited = valid

@@ -53,15 +53,6 @@ def embed_model_name(settings: Settings) -> str:
                                                        settings.embeddings.embed_provider)
 
 
-def embed_backend_name(settings: Settings) -> str:
-    """What computes the vectors, as recorded in the index (``embed_backend``)."""
-    if settings.embeddings.embed_provider != "minilm":
-        return settings.embeddings.embed_provider
-    if settings.embeddings.embed_backend == "torch":
-        return "torch-fp32 (sentence-transformers)"
-    return f"onnx-{settings.embeddings.embed_precision} (onnxruntime)"
-
-
 def _check_backend(settings: Settings) -> None:
     emb = settings.embeddings
     if emb.embed_precision == "int8" and emb.embed_backend != "onnx":

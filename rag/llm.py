@@ -19,7 +19,8 @@ since the caller has already shown it.
 
 Cancellation: generation stops at the next token when the consumer closes the
 generator, when the ``cancel`` event (or the one installed by
-``cancel_scope``) is set, or after ``cancel_all()`` at shutdown.
+``cancel_scope``) is set, or after ``cancel_all()`` at shutdown (until
+``reset_cancel_all()``, which a server starting afresh in the process calls).
 """
 
 from __future__ import annotations
@@ -60,8 +61,15 @@ def cancel_scope(event: threading.Event) -> Iterator[threading.Event]:
 
 
 def cancel_all() -> None:
-    """Stop every running and future generation of this process (shutdown)."""
+    """Stop every running and future generation of this process (shutdown),
+    until ``reset_cancel_all``."""
     _shutdown.set()
+
+
+def reset_cancel_all() -> None:
+    """Undo ``cancel_all``: generations run again, for a server or engine
+    started in this process after an earlier one shut down."""
+    _shutdown.clear()
 
 
 def _check_cancel(cancel: threading.Event | None) -> None:
