@@ -6,9 +6,10 @@
 What is read (nothing is listed by hand):
 
 - rules: every public function of ``rag.rules`` that returns a ``RuleFiring``,
-  in source order; its stage comes from the groups in the module docstring
+  in source order (the predicates they read questions with, ``rag.reading``,
+  return none and are no rules); its stage comes from the groups in the module docstring
   ("Gates before the model:", ...), where it is called from from the
-  ``R.<name>(`` calls in ``rag/*.py``, and its description is the first
+  ``rules.<name>(`` calls in ``rag/*.py``, and its description is the first
   sentence of its docstring;
 - trace entries without a rule function: every ``RuleFiring("<name>", ...)``
   literal in ``rag/`` whose name is not a rule function, described by the
@@ -86,7 +87,7 @@ def rule_functions() -> list[tuple[str, object]]:
 
 
 def callers(name: str, sources: dict[str, str]) -> list[str]:
-    pat = re.compile(rf"\b(?:R|rules)\.{name}\(")
+    pat = re.compile(rf"\brules\.{name}\(")
     return [path for path, text in sources.items() if path != "rag/rules.py" and pat.search(text)]
 
 

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from rag import rules as R
+from rag import reading, rules
 from rag.config import Settings
 from rag.conversation import resolve
 from rag.decision import Decision, DecisionModel, Signals, logit
@@ -110,12 +110,12 @@ class Answerer:
         return self._texts
 
     def _named(self, q: str, hits: list[SearchHit]) -> dict[str, list[int]]:
-        """The papers the question names (``rules.named_papers`` over this corpus);
+        """The papers the question names (``reading.named_papers`` over this corpus);
         asked up to four times per answer, so the last result is kept."""
         key = (q, tuple(h.paper.paper_id for h in hits), id(self._corpus_texts()))
         last = getattr(self, "_named_last", None)  # (key, result), swapped as one (UI threads)
         if last is None or last[0] != key:
-            last = key, R.named_papers(q, hits, self._corpus_texts(),
+            last = key, reading.named_papers(q, hits, self._corpus_texts(),
                                        self.settings.evidence.generic_name_papers)
             self._named_last = last
         return last[1]
@@ -132,7 +132,7 @@ class Answerer:
         cache = self.__dict__.setdefault("_generic_cache", {})
         key = (id(texts), name, limit)
         if key not in cache:
-            cache[key] = R.is_generic(name, texts, limit)
+            cache[key] = reading.is_generic(name, texts, limit)
         return cache[key]
 
     # ------------------------------------------------------------ retrieval
@@ -184,7 +184,7 @@ class Answerer:
             return StreamEvent("answer", answer=answer)
 
         sig = Signals(pinned=float(bool(pinned)), followup=float(interpreted != question),
-                      overview=float(R.asks_overview(interpreted)))
+                      overview=float(reading.asks_overview(interpreted)))
         try:
             cands, hits = self._gate_and_candidates(interpreted, hits, pinned, trace, sig)
             answer.retrieved = hits
@@ -249,22 +249,22 @@ class Answerer:
         if not hits:
             trace.append(RuleFiring("off_topic", True, "no paper retrieved"))
             raise _Declined("absent")
-        boost = s.evidence.evidence_value_boost if R.asks_value(q) else 0.0
-        counts = {"counted": R.asked_measure(q), "count_boost": s.evidence.evidence_count_boost,
+        boost = s.evidence.evidence_value_boost if reading.asks_value(q) else 0.0
+        counts = {"counted": reading.asked_measure(q), "count_boost": s.evidence.evidence_count_boost,
                   "lexical": self._lexical_overlap, "lexical_weight": s.evidence.evidence_lexical_weight}
         # BM25-only search has no cosine; the fit's mean keeps the signal neutral.
         sig.top_cosine = (max((h.dense_score or 0.0) for h in hits) if s.retrieval.retriever != "bm25"
                           else self.decision_model.mean.get("top_cosine", 0.0))
         if not pinned:
-            r = R.off_topic(sig.top_cosine, s)
+            r = rules.off_topic(sig.top_cosine, s)
             trace.append(RuleFiring(r.name, r.fired, r.detail, data={"top_cosine": sig.top_cosine}))
             names = self.retriever.unknown_names(q)
-            trace.append(R.unknown_name(names))
+            trace.append(rules.unknown_name(names))
             sig.unknown_name = float(bool(names))
             named = sorted({i for v in self._named(q, hits).values() for i in v})
             # "Compare AdvAgent and Speak Easy": one recognised name in a comparison
             # may leave the other paper unnamed, so the search results stay in.
-            if len(named) < 2 and R.is_comparative(q):
+            if len(named) < 2 and reading.is_comparative(q):
                 named = []
             sig.names_paper = float(bool(self._named(q, hits)))
             sig.top_coverage = self._lexical_overlap(q, hits[0].paper.title + " " + hits[0].paper.abstract)
@@ -308,7 +308,7 @@ class Answerer:
             best = max(cands, key=lambda c: c.relevance)
             ids = [best.id]
             trace.append(RuleFiring("choice_unparsed", True, f"reply {raw[:80]!r}; used [{best.id}]"))
-        r = R.no_evidence(ids)
+        r = rules.no_evidence(ids)
         trace.append(RuleFiring(r.name, r.fired, r.detail, data={"ids": list(ids)}))
         sig.chose_nothing = float(r.fired)
         # With nothing chosen, the closest sentence stands in, so that the check
@@ -318,35 +318,35 @@ class Answerer:
         sig.chosen_cosine = max(c.relevance for c in chosen)
         if not pinned:
             if not named:  # a question naming its paper is about it, however it is worded
-                kept, r = R.off_question_evidence(chosen, s)
+                kept, r = rules.off_question_evidence(chosen, s)
                 trace.append(r)
                 chosen = kept or chosen
-            chosen, r = R.named_paper_missing(named, chosen, cands, s)
+            chosen, r = rules.named_paper_missing(named, chosen, cands, s)
             trace.append(r)
             sig.named_missing = float(r.fired)
             # A comparison that names one paper and describes the other ("DRAGO
             # and the policy-committee approach") still needs the second paper.
             n_named = len({i for v in named.values() for i in v})
             if n_named < 2:
-                chosen, r = R.one_sided_comparison(q, chosen, cands, s, one_named=n_named == 1)
+                chosen, r = rules.one_sided_comparison(q, chosen, cands, s, one_named=n_named == 1)
                 trace.append(r)
         elif len(hits) > 1:
             # "How do these two differ?" about chosen papers quotes each of them.
-            chosen, r = R.one_sided_comparison(q, chosen, cands, s, pinned=True)
+            chosen, r = rules.one_sided_comparison(q, chosen, cands, s, pinned=True)
             trace.append(r)
-        chosen, r = R.value_not_stated(q, chosen, cands)
+        chosen, r = rules.value_not_stated(q, chosen, cands)
         trace.append(r)
         sig.value_missing = float(r.fired)
-        if not r.fired and R.asks_value(q):
-            chosen, added = R.value_clause_uncovered(q, chosen, cands, _headings(hits, chosen))
+        if not r.fired and reading.asks_value(q):
+            chosen, added = rules.value_clause_uncovered(q, chosen, cands, _headings(hits, chosen))
             trace.append(added)
-        chosen, r = R.name_not_stated(
+        chosen, r = rules.name_not_stated(
             q, chosen, cands, own=lambda c: heading(hits[c.hit].paper), generic=self._generic,
-            abbreviations=lambda c: {a for a in R.local_abbreviations(hits[c.hit].paper.abstract)
+            abbreviations=lambda c: {a for a in reading.local_abbreviations(hits[c.hit].paper.abstract)
                                      if not self._generic(a, limit=1)})
         trace.append(r)
         sig.name_missing = float(r.fired)
-        chosen, r = R.question_part_uncovered(q, chosen, cands, self._terms, self._distinctive,
+        chosen, r = rules.question_part_uncovered(q, chosen, cands, self._terms, self._distinctive,
                                               _headings(hits, chosen), s.evidence.coverage_max_added)
         trace.append(r)
         titles = _headings(hits, chosen)

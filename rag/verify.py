@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from rag import rules as R
+from rag import rules
 from rag.config import Settings
 from rag.evidence import Candidate, heading
 from rag.text import WORD, split_sentences, stemmer, strip_markers
@@ -48,7 +48,7 @@ class SynthesisChecker:
         by_id = {c.id: c for c in chosen}
         number = {e.text: e.number for e in answer.evidence}
         sents = [t for t in split_sentences(text) if WORD.search(strip_markers(t)[0])]
-        r = R.says_not_stated(sents)
+        r = rules.says_not_stated(sents)
         answer.rules.append(r)
         out: list[SentenceSupport] = []
         if sents:
@@ -65,7 +65,7 @@ class SynthesisChecker:
                 # A paper's own title and name are not claims that need evidence.
                 named = [heading(answer.retrieved[c.hit].paper) for c in cited]
                 ev_texts = [c.text for c in cited]
-                claim = R.claim_not_in_evidence(body, ev_texts + named, q, self.generic)
+                claim = rules.claim_not_in_evidence(body, ev_texts + named, q, self.generic)
                 nums = {number[c.text] for c in cited}
                 title = answer.retrieved[best.hit].paper.title
                 support = self._support(body, ev_texts, title)
@@ -78,7 +78,7 @@ class SynthesisChecker:
                 if not claim.fired:
                     claim = self._echo(body, ev_texts + named + [title], q)
                 if not claim.fired:
-                    claim = R.broken_sentence(body)
+                    claim = rules.broken_sentence(body)
                 ss = SentenceSupport(
                     text=body, citations=sorted(nums), support=support,
                     supported=support >= s.answer.support_threshold and not claim.fired,
@@ -92,7 +92,7 @@ class SynthesisChecker:
                     ss.withdrawn = True
                     ss.withdrawn_reason = "not supported by the sentences it cites"
                 if i == len(clean) - 1 and not ss.withdrawn:
-                    cut = R.cut_off_sentence(sents[-1], length_limited)
+                    cut = rules.cut_off_sentence(sents[-1], length_limited)
                     answer.rules.append(cut)
                     if cut.fired:
                         ss.withdrawn, ss.withdrawn_reason = True, "cut off at the answer's length limit"
@@ -101,7 +101,7 @@ class SynthesisChecker:
         for c in answer.citations:
             c.score = max((x.support for x in out if c.number in x.citations and not x.withdrawn),
                           default=0.0)
-        gone = R.all_claims_withdrawn(out)
+        gone = rules.all_claims_withdrawn(out)
         answer.rules.append(gone)
         if r.fired or gone.fired:
             answer.rules.append(RuleFiring("declined_after_synthesis", True,
@@ -114,7 +114,7 @@ class SynthesisChecker:
         """Rule question_term_unsupported, when the checker has term functions."""
         if self.terms is None or self.distinctive is None:
             return RuleFiring("question_term_unsupported", False, "off")
-        return R.question_term_unsupported(body, evidence, q, self.terms, self.distinctive)
+        return rules.question_term_unsupported(body, evidence, q, self.terms, self.distinctive)
 
     def _support(self, body: str, evidence: list[str], title: str) -> float:
         """How well evidence backs a claim: half the share of the claim's
@@ -154,7 +154,7 @@ class SynthesisChecker:
                 return True
             if pid not in verdicts:
                 h = next(i for i, x in enumerate(hits) if x.paper.paper_id == pid)
-                r = R.unchosen_paper_not_answering(
+                r = rules.unchosen_paper_not_answering(
                     by_id[pid].name, self.verdict(q, hits, h, sents),
                     self.settings.evidence.unchosen_paper_threshold)
                 answer.rules.append(r)
@@ -183,16 +183,16 @@ class SynthesisChecker:
         # Several sentences: greedily the one stating most of what is still unstated.
         picked: list[tuple[str, str]] = []
         known = cited_texts + named + list(heads.values())
-        missing = set(R.unstated_specifics(body, known, q, self.generic))
+        missing = set(rules.unstated_specifics(body, known, q, self.generic))
         while missing and len(picked) < self.settings.answer.extend_max_sentences:
-            gains = [(len(missing - set(R.unstated_specifics(body, known + [p[1]], q, self.generic))), i)
+            gains = [(len(missing - set(rules.unstated_specifics(body, known + [p[1]], q, self.generic))), i)
                      for i, p in enumerate(pool) if p not in picked]
             gain, i = max(gains, key=lambda g: (g[0], -g[1]), default=(0, -1))
             if gain == 0:
                 break
             picked.append(pool[i])
             known.append(pool[i][1])
-            missing = set(R.unstated_specifics(body, known, q, self.generic))
+            missing = set(rules.unstated_specifics(body, known, q, self.generic))
         if missing or len(picked) < 2:
             return []
         title = by_id[picked[0][0]].title
@@ -207,7 +207,7 @@ class SynthesisChecker:
                title: str) -> bool:
         """``sent`` with the cited sentences states every number and name of the
         claim (names of the papers aside) and supports it."""
-        if R.claim_not_in_evidence(body, cited + named + [sent], q, self.generic).fired:
+        if rules.claim_not_in_evidence(body, cited + named + [sent], q, self.generic).fired:
             return False
         return self._support(body, cited + [sent], title) >= self.settings.answer.support_threshold
 

@@ -10,7 +10,8 @@ import re
 import pytest
 
 from rag.conversation import resolve
-from rag.rules import asks_overview, asks_value, claim_not_in_evidence, says_not_stated
+from rag.reading import asks_overview, asks_value
+from rag.rules import claim_not_in_evidence, says_not_stated
 from rag.text import name_markers, sentence_spans, short_title, split_sentences, strip_markers
 
 
@@ -318,7 +319,7 @@ def test_graded_check_moves_the_decision(fake_engine):
 
 
 def test_asks_overview_is_general_english():
-    from rag.rules import asks_overview
+    from rag.reading import asks_overview
 
     for q in ("Summarize this paper", "What problem does it address?", "What's this paper about?",
               "What is the main contribution?", "What do these two papers have in common?",
@@ -627,7 +628,7 @@ def test_lexical_overlap_weights_rare_words_above_common_ones(tmp_path):
 
 
 def test_names_in_skips_the_words_an_acronym_spells_out():
-    from rag.rules import local_abbreviations, names_in
+    from rag.reading import local_abbreviations, names_in
 
     s = "We propose Refine via Intrinsic Self-Verification (ReVISE), which fine-tunes Mistral."
     assert names_in(s) == {"ReVISE", "Mistral"}
@@ -652,7 +653,8 @@ def test_rule_name_not_stated_ignores_coined_abbreviations():
 
 def test_rule_name_not_stated_needs_a_name_beyond_the_question_and_the_title():
     from rag.evidence import Candidate
-    from rag.rules import asks_name, name_not_stated
+    from rag.reading import asks_name
+    from rag.rules import name_not_stated
 
     title = lambda c: "LEMoN: Label Error Detection"  # noqa: E731
     c = [Candidate(1, 0, "LEMoN identifies label errors in image-caption data.", 0.6, 0),
@@ -677,7 +679,7 @@ def test_rule_name_not_stated_needs_a_name_beyond_the_question_and_the_title():
 
 
 def test_generic_acronyms_name_no_paper(fake_engine):
-    from rag.rules import named_papers
+    from rag.reading import named_papers
 
     eng = fake_engine()
     hits = eng.search("prompt injection defense for LLM agents", k=5)
@@ -693,7 +695,7 @@ def test_numbers_match_by_value():
 
 def test_common_terms_are_not_claims_but_unknown_names_are():
     corpus = [f"Paper {i} studies LLM agents." for i in range(10)] + ["MELON masks tool calls."]
-    from rag.rules import is_generic
+    from rag.reading import is_generic
 
     generic = lambda n: is_generic(n, corpus)  # noqa: E731
     assert not claim_not_in_evidence("An LLM is used.", ["It masks calls."], "q", generic).fired

@@ -1,0 +1,231 @@
+"""Reading questions and sentences: what a question asks for, which papers
+it names, and which names a sentence states.
+
+Predicates, not rules: nothing here fires or goes into an answer's trace.
+The rules in ``rag.rules`` and the ``rag.answer.Answerer`` read questions and
+evidence through them: a question asks for a value (``asks_value``,
+``asked_measure``, ``value_clauses``), a name (``asks_name``), a gist
+(``asks_overview``) or a comparison (``is_comparative``, ``compares_papers``);
+``named_papers`` finds the retrieved papers it names (``is_generic``: a
+field's term names none); ``names_in`` and ``local_abbreviations`` read the
+names a sentence states.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from rag.config_sections import EvidenceSettings
+from rag.labels import system_name
+from rag.text import NAME, specifics, stemmer
+from rag.types import SearchHit
+
+# "how many…", "by how much…", "what is the accuracy/number/size…" ask for a
+# value when they open the question or one of its clauses ("a measure of how
+# much X helps" inside a "what measure…" question asks for no value). The
+# measure word must end its noun phrase: "what learning rate schedule", "what
+# score function", "what cost model" ask for a method, not a value; a symbol
+# (spelt-out Greek letter or single letter) or a unit may follow ("what privacy
+# budget epsilon", "what accuracy margin").
+_SYMBOL = r"[a-zA-Z]|alpha|beta|gamma|delta|epsilon|eta|kappa|lambda|mu|rho|sigma|tau"  # "budget epsilon", "rate η"
+
+_MEASURE_ENDS = (r"(?=\s*(?:[?,.;:]|$)|\s+(?:does|do|did|is|are|was|were|has|have|had|can|could|would|"
+                 r"will|of|on|for|in|at|over|against|versus|vs|compared|relative|when|with|from|to|by|"
+                 r"between|per|across|under|after|before|than|that|it|they|reached|achieved|obtained|"
+                 r"reported|factor|margin|gap|points?|" + _SYMBOL + r")\b|\s*\()")
+
+_VALUE_Q = re.compile(
+    r"(?:^|[,;:]\s*|\band\s+|\bor\s+)(?:(?:by|across|in|on|for|with|at|over|to|from|of)\s+)?(?:"
+    r"how (?:many|much|long|large|big|fast|often|far)\b|"
+    r"what (?:is |was |are |were )?(?:the |its |their )?(?:[\w-]+ ){0,3}?(?:number|percentage|rate|"
+    r"ratio|size|accuracy|score|value|amount|count|speed-?up|improvement|reduction|gain|budget|"
+    r"cost|fraction|proportion)s?" + _MEASURE_ENDS + ")",
+    re.IGNORECASE,
+)
+
+# A name used by more papers than this is a field's term (LLM), not a paper's name
+# (setting AQA_GENERIC_NAME_PAPERS; this is its default, for callers without settings).
+GENERIC_NAME_PAPERS: int = EvidenceSettings.model_fields["generic_name_papers"].default
+
+
+def is_generic(name: str, corpus: Sequence[str], limit: int = GENERIC_NAME_PAPERS) -> bool:
+    """A name used by more than ``limit`` indexed papers (LLM, GPU, API)."""
+    pat = re.compile(rf"(?<![\w-]){re.escape(name)}s?(?![\w-])")
+    n = 0
+    for t in corpus:
+        if pat.search(t):
+            n += 1
+            if n > limit:
+                return True
+    return False
+
+
+# "Summarize this paper", "what problem does it address", "what do these two
+# have in common": any abstract answers these, so no check may decline them.
+_OVERVIEW = re.compile(
+    r"\b(?:summar(?:y|i[sz]e)|overview|tl;?dr|gist|in a nutshell|in common|"
+    r"(?:main|key|central|core|overall) (?:idea|contribution|point|finding|result|goal|claim|"
+    r"takeaway|message|insight)s?|contributions?|"
+    r"what (?:problem|question|challenge|gap|issue)s? (?:does|do|did|is|are)|"
+    r"what(?:'s| is| are)? (?:it|this|this paper|this work|these(?: two)?(?: papers)?|they|the paper) "
+    r"about|"
+    r"what (?:does|do|did) (?:it|this|this paper|this work|they|the paper|the authors|these(?: two)?"
+    r"(?: papers)?) (?:propose|introduce|present|do|study|investigate|address|tackle|contribute|"
+    r"offer|show|find)|"
+    r"what(?:'s| is) (?:new|novel)|novelty|motivation)\b|"
+    # A bare request for more ("Tell me more", "Elaborate"), not "tell me more about the GPUs".
+    r"\b(?:tell me more(?: about (?:it|this|that|them|th(?:is|e) (?:paper|work)|these papers))?|"
+    r"more details?|elaborate|go on|explain (?:it|this|that)(?: (?:more|further))?)(?=\s*(?:\(|[?.!]|$))",
+    re.IGNORECASE)
+
+
+def asks_overview(question: str) -> bool:
+    """The question asks for a paper's gist (summary, problem, contribution), not a detail."""
+    return bool(_OVERVIEW.search(question))
+
+
+_HOW_MANY = re.compile(r"\bhow many\s+([\w/-]+)(?:\s+([\w/-]+))?", re.IGNORECASE)
+
+
+def asked_measure(question: str) -> set[str]:
+    """Stemmed words of what "how many X" counts (the next one or two words)."""
+    m = _HOW_MANY.search(question)
+    if not m:
+        return set()
+    return stemmer().terms(" ".join(w for w in m.groups() if w).replace("/", " "))
+
+
+# "What FID does X achieve", "what VQAScore did they reach": a measure reached
+# is a value, whatever the measure is called.
+_VALUE_REACHED = re.compile(
+    r"\bwhat\s+(?:[\w@.-]+\s+){1,4}?(?:does|do|did|can)\s+(?:[\w@.,-]+\s+){1,8}?"
+    r"(?:achieve|reach|attain|obtain)\b", re.IGNORECASE)
+
+
+def asks_value(question: str) -> bool:
+    return bool(_VALUE_Q.search(question) or _VALUE_REACHED.search(question))
+
+
+# The clause asking for a value runs to the next clause break ("…, and how
+# much does it beat prior methods?" asks about beating prior methods).
+_CLAUSE_END = re.compile(r"[,;?]|\b(?:and|or|while|whereas)\b", re.IGNORECASE)
+
+_HOW_WORDS = frozenset({"much", "mani", "larg", "big", "fast", "often", "far", "long"})
+
+
+def value_clauses(question: str) -> list[set[str]]:
+    """Per clause that asks for a value, its stemmed content words without the
+    asking words ("how much"): what a sentence stating that value shares."""
+    found = sorted([*_VALUE_Q.finditer(question), *_VALUE_REACHED.finditer(question)],
+                   key=lambda m: m.start())
+    out, last = [], -1
+    for m in found:
+        if m.start() < last:
+            continue  # one clause matched by both patterns
+        rest = question[m.end():]
+        end = _CLAUSE_END.search(rest)
+        last = m.end() + (end.start() if end else len(rest))
+        out.append(stemmer().terms(question[m.start():last]) - _HOW_WORDS)
+    return out
+
+
+# "Which datasets…", "what base model does it fine-tune", "on which benchmark":
+# the asked thing is an artifact whose members go by proper names (COCO,
+# AgentDojo, Llama-3, MuJoCo). "Which paper…", "what kind of model" ask for no name.
+_ASKS_NAME = re.compile(
+    r"\b(?:which|what)\s+(?:(?!(?:of|kinds?|sorts?|types?|papers?|works?|stud(?:y|ies)|is|are|was|were|"
+    r"the|does|do|did|can|has|have)\b)[\w-]+\s+){0,3}?"
+    r"(datasets?|benchmarks?|backbones?|(?:base|pre-?trained|language|foundation)\s+models?|LLMs?|"
+    r"environments?|suites?|simulators?|GPUs?)\b", re.IGNORECASE)
+
+# A capitalised word inside a sentence (not its first word) is a proper name.
+_PROPER = re.compile(r"(?<=[a-z0-9,;:()]\s)[A-Z][a-z]+(?:[-.][A-Za-z0-9]+)*\b")
+
+
+def asks_name(question: str) -> bool:
+    """The question asks which dataset, benchmark, backbone, base model or environment."""
+    return bool(_ASKS_NAME.search(question))
+
+
+# "Refine via Intrinsic Self-Verification (ReVISE)", "Large Language Models
+# (LLMs)": capitalised words spelling out the acronym that follows them.
+_EXPANSION = re.compile(
+    r"((?:[A-Z][\w-]*\s+(?:(?:via|of|for|and|the|to|in|on|with|a|an)\s+)?){1,8})"
+    r"\((\w*[A-Z]\w*[A-Z][\w-]*)\)")
+
+
+def names_in(text: str) -> set[str]:
+    """Names a sentence states: name-like tokens and numbers with letters
+    (GPT-4o, 405B) and capitalised words inside it (Llama, Mistral), except
+    the words an acronym expands (the acronym itself still counts)."""
+    found = {x for x in specifics(text) if any(ch.isalpha() for ch in x)}
+    spelled = {w for m in _EXPANSION.finditer(text)
+               if m.group(1)[0].upper() == m.group(2)[0].upper() for w in m.group(1).split()}
+    return found | {m.group(0) for m in _PROPER.finditer(text) if m.group(0) not in spelled}
+
+
+# "the sequential learning (SL) stage": an acronym spelled out by the
+# lowercase words just before it abbreviates a description; it names nothing.
+_ABBREVIATED = re.compile(r"((?:[a-z][\w-]*\s+){1,6})\((\w*[A-Z][\w-]*)s?\)")
+
+
+def local_abbreviations(text: str) -> set[str]:
+    """Acronyms a text defines from lowercase words ("visual feedback (VF)")."""
+    out = set()
+    for m in _ABBREVIATED.finditer(text):
+        letters = [ch for ch in m.group(2) if ch.isupper()]
+        words = m.group(1).split()[-len(letters):] if letters else []
+        if len(words) == len(letters) and all(w[0].upper() == ch for w, ch in zip(words, letters, strict=True)):
+            out.add(m.group(2))
+    return out
+
+
+def named_papers(question: str, hits: list[SearchHit], corpus: Sequence[str] = (),
+                 limit: int = GENERIC_NAME_PAPERS) -> dict[str, list[int]]:
+    """Names in the question (MELON, MeCo, NS-DPO) that are the own name of
+    one or two retrieved papers: in the title before its colon, or the name
+    the abstract gives its method. A name found in more than
+    ``limit`` texts of ``corpus`` (LLM, GPU) names no paper.
+    name -> hit indices."""
+    out: dict[str, list[int]] = {}
+    for name in {m.group(0) for m in NAME.finditer(question)}:
+        pat = re.compile(rf"(?<![\w-]){re.escape(name)}s?(?![\w-])")
+        if corpus and is_generic(name, corpus, limit):
+            continue
+        idx = [i for i, h in enumerate(hits)
+               if pat.search(h.paper.title.split(":", 1)[0] if ":" in h.paper.title else "")
+               or pat.search(h.paper.name)
+               or pat.search(system_name(h.paper.abstract) or "")]
+        if 1 <= len(idx) <= 2:
+            out[name] = idx
+    return out
+
+
+_COMPARATIVE = re.compile(
+    r"\b(?:compare[sd]?|comparison|contrast\w*|differ\w*|difference\w*|versus|vs\.?|both|"
+    r"each of|the two|similarit\w*|in common)\b", re.IGNORECASE)
+
+
+def is_comparative(question: str) -> bool:
+    return bool(_COMPARATIVE.search(question))
+
+
+# "…compared with the baseline", "versus prior methods": a paper's own comparison.
+_AGAINST_BASELINE = re.compile(
+    r"\b(?:compared?d?|comparison|relative|versus|vs\.?|against|over|than)\s+(?:with\s+|to\s+)?"
+    r"(?:the\s+|its\s+|their\s+)?(?:[\w-]+\s+)?(?:baselines?|prior|previous|existing|standard|"
+    r"vanilla|state[- ]of[- ]the[- ]art|sota)\b", re.IGNORECASE)
+
+# With one paper named, "both", "each of" and "the two" mostly mean two parts
+# of it ("what are the two key components of DRAGO"): only these compare papers.
+_COMPARES = re.compile(
+    r"\b(?:compare[sd]?|comparison|contrast\w*|differ\w*|difference\w*|versus|vs\.?|"
+    r"similarit\w*|in common)\b", re.IGNORECASE)
+
+
+def compares_papers(question: str, one_named: bool = False) -> bool:
+    """A comparison between papers, not a paper against its own baselines;
+    with ``one_named`` (the question names one paper) only a comparison word counts."""
+    text = _AGAINST_BASELINE.sub(" ", question)
+    return bool(_COMPARES.search(text)) if one_named else is_comparative(text)
