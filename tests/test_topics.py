@@ -38,6 +38,34 @@ def test_compute_clusters_by_topic_and_labels_them():
     assert [p.to_dict() for p in again.points] == [p.to_dict() for p in tmap.points]
 
 
+def test_no_cluster_holds_more_than_the_cap():
+    """Issue 29: one catch-all cluster held 32 of the bundled 57 papers. A
+    lopsided corpus (70% on one broad topic with sub-topics, all sharing one
+    direction as MiniLM abstracts do) still gets no cluster over ``MAX_SHARE``."""
+    rng = np.random.default_rng(1)
+    dim, n = 48, 60
+    common = rng.normal(size=dim) * 4.0
+    topics_ = rng.normal(size=(6, dim))
+    which = np.array([i % 3 if i < 42 else 3 + i % 3 for i in range(n)])  # 42 on sub-topics 0-2
+    broad = rng.normal(size=dim) * 2.0
+    vecs = common + np.where((which < 3)[:, None], broad, 0) + topics_[which] * 0.8 \
+        + rng.normal(size=(n, dim)) * 0.3
+    assign = topics.cluster(vecs / np.linalg.norm(vecs, axis=1, keepdims=True), 2)
+    sizes = np.bincount(assign)
+    assert sizes.sum() == n and sizes.max() <= topics.MAX_SHARE * n, sizes
+    assert len(sizes) > 2  # the oversized cluster was split
+    tmap = topics.compute([f"p{i}" for i in range(n)], vecs, [f"paper {i}" for i in range(n)])
+    assert max(c.size for c in tmap.clusters) <= topics.MAX_SHARE * n
+    assert sum(c.size for c in tmap.clusters) == n
+    assert tmap.method.endswith(f"KMeans({len(tmap.clusters)})")
+
+
+def test_bundled_corpus_clusters_are_balanced(fake_engine):
+    tmap = fake_engine().topic_map()
+    sizes = sorted((c.size for c in tmap.clusters), reverse=True)
+    assert sum(sizes) == 57 and sizes[0] <= topics.MAX_SHARE * 57, sizes
+
+
 def test_tiny_and_empty_corpora():
     assert topics.compute([], np.zeros((0, 8)), []).points == []
     papers = synthetic_papers(2)
