@@ -18,20 +18,24 @@ verbatim sentences it was cited for. Declines come in two kinds, in plain
 words: nothing in the collection is about the question ("absent"), or the
 paper is there but its abstract does not state the asked detail
 ("missing_detail", quoting the closest sentence it does state).
+
+This module owns the order of the steps; their parts live by concept:
+questions are read in ``rag.reading``, the index's word statistics in
+``rag.index_terms``, citations are numbered in ``rag.citations`` and
+declines worded in ``rag.declines``.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Iterator, Sequence
 
-import numpy as np
-
 from rag import reading, rules
+from rag.citations import cite, passages
 from rag.config import Settings
 from rag.conversation import resolve
 from rag.decision import Decision, DecisionModel, Signals, logit
+from rag.declines import Declined, decline, declined_as
 from rag.evidence import (
     CHECK_SCHEMA,
     Candidate,
@@ -43,15 +47,12 @@ from rag.evidence import (
     parse_verdict,
     quoted,
 )
+from rag.index_terms import IndexTerms
 from rag.llm import LLM
 from rag.prompts import render
 from rag.retrieve import HybridRetriever
-from rag.text import STOP, split_sentences, stemmer
 from rag.types import (
     Answer,
-    Citation,
-    DeclineKind,
-    Evidence,
     Filters,
     RuleFiring,
     SearchHit,
@@ -71,22 +72,9 @@ def _headings(hits: list[SearchHit], chosen: list[Candidate]) -> str:
     return " ".join(heading(hits[h].paper) for h in {c.hit for c in chosen})
 
 
-def _passages(cands: list[Candidate], hits: list[SearchHit]) -> list[Evidence]:
-    """Each candidate paper's closest sentence, in rank order (number = rank)."""
-    best: dict[int, Candidate] = {}
-    for c in cands:
-        if c.hit not in best or c.relevance > best[c.hit].relevance:
-            best[c.hit] = c
-    return [Evidence(h + 1, hits[h].paper.paper_id, c.text, c.relevance)
-            for h, c in sorted(best.items())]
+class Answerer(IndexTerms):
+    """The answer pipeline of the module docstring; ``stream`` runs it."""
 
-
-class _Declined(Exception):
-    def __init__(self, kind: DeclineKind, target: int | None = None) -> None:
-        self.kind, self.target = kind, target
-
-
-class Answerer:
     def __init__(self, settings: Settings, retriever: HybridRetriever, llm_factory,
                  embedder) -> None:
         self.settings = settings
@@ -100,40 +88,6 @@ class Answerer:
     @property
     def llm(self) -> LLM:
         return self._llm_factory()
-
-    def _corpus_texts(self) -> list[str]:
-        """Titles and abstracts of the indexed papers (cached per catalog snapshot)."""
-        snap = self.retriever.snapshot()
-        if getattr(self, "_texts_for", None) is not snap:
-            self._texts = [p.title + " " + p.abstract for p in snap.papers.values()]
-            self._texts_for = snap
-        return self._texts
-
-    def _named(self, q: str, hits: list[SearchHit]) -> dict[str, list[int]]:
-        """The papers the question names (``reading.named_papers`` over this corpus);
-        asked up to four times per answer, so the last result is kept."""
-        key = (q, tuple(h.paper.paper_id for h in hits), id(self._corpus_texts()))
-        last = getattr(self, "_named_last", None)  # (key, result), swapped as one (UI threads)
-        if last is None or last[0] != key:
-            last = key, reading.named_papers(q, hits, self._corpus_texts(),
-                                       self.settings.evidence.generic_name_papers)
-            self._named_last = last
-        return last[1]
-
-    def _named_target(self, q: str, hits: list[SearchHit]) -> int | None:
-        """The first hit the question names, if any: the paper a decline is about."""
-        return next(iter(sorted(i for v in self._named(q, hits).values() for i in v)), None)
-
-    def _generic(self, name: str, limit: int | None = None) -> bool:
-        """Whether a name is in more than ``limit`` indexed papers (default: a
-        field's common term, setting generic_name_papers); cached per snapshot."""
-        texts = self._corpus_texts()
-        limit = self.settings.evidence.generic_name_papers if limit is None else limit
-        cache = self.__dict__.setdefault("_generic_cache", {})
-        key = (id(texts), name, limit)
-        if key not in cache:
-            cache[key] = reading.is_generic(name, texts, limit)
-        return cache[key]
 
     # ------------------------------------------------------------ retrieval
     def _hits(self, question: str, *, pinned: list[str], include: list[str], k: int,
@@ -188,12 +142,12 @@ class Answerer:
         try:
             cands, hits = self._gate_and_candidates(interpreted, hits, pinned, trace, sig)
             answer.retrieved = hits
-            answer.passages = _passages(cands, hits)
+            answer.passages = passages(cands, hits)
             timings.passages_ms = round((time.perf_counter() - t0) * 1000, 1)
             yield StreamEvent("passages", answer=answer)
             chosen, messages, raw = self._choose(interpreted, hits, cands, pinned, trace, answer, sig)
-        except _Declined as d:
-            self._decline(answer, d, interpreted)
+        except Declined as d:
+            decline(answer, d, interpreted, self.embedder)
             yield done()
             return
         if self._check_runs():
@@ -201,11 +155,13 @@ class Answerer:
         self._verdict(interpreted, hits, chosen, sig, trace)
         decision = self._decide(sig, trace, answer)
         if decision.outcome != "answer":
-            self._decline(answer, self._declined_as(decision, interpreted, hits, chosen, pinned, sig),
-                          interpreted, chosen=chosen)
+            d = declined_as(decision, target=self._named_target(interpreted, hits), hits=hits,
+                            chosen=chosen, pinned=pinned, top_cosine=sig.top_cosine,
+                            settings=self.settings)
+            decline(answer, d, interpreted, self.embedder, chosen=chosen)
             yield done()
             return
-        self._cite(answer, chosen, interpreted)
+        cite(answer, chosen)
         timings.evidence_ms = round((time.perf_counter() - t0) * 1000, 1)
         yield StreamEvent("evidence", answer=answer)
         yield from self._synthesise(answer, chosen, messages, raw, interpreted, t0)
@@ -222,23 +178,6 @@ class Answerer:
         answer.decision = d.to_dict()
         return d
 
-    def _declined_as(self, d: Decision, q: str, hits: list[SearchHit], chosen: list[Candidate],
-                     pinned: list[str], sig: Signals) -> _Declined:
-        """Which kind of non-answer: for chosen papers, always the detail their
-        abstracts lack; a low-confidence decision shows its closest passages
-        (not confirmed); a confident one is a decline, "absent" only when
-        retrieval itself found nothing close."""
-        target = self._named_target(q, hits)
-        first = chosen[0].hit if chosen else 0
-        if pinned:
-            return _Declined("missing_detail", first)
-        if target is None and sig.top_cosine < self.settings.retrieval.relevance_floor:
-            return _Declined("absent")  # retrieval itself found nothing close
-        if d.outcome == "not_confirmed" and chosen:
-            return _Declined("not_confirmed", first)
-        kind = self._kind(hits, target)
-        return _Declined(kind, first if target is None else target)
-
     def _gate_and_candidates(self, q: str, hits: list[SearchHit], pinned: list[str],
                              trace: list[RuleFiring], sig: Signals
                              ) -> tuple[list[Candidate], list[SearchHit]]:
@@ -248,7 +187,7 @@ class Answerer:
         s = self.settings
         if not hits:
             trace.append(RuleFiring("off_topic", True, "no paper retrieved"))
-            raise _Declined("absent")
+            raise Declined("absent")
         boost = s.evidence.evidence_value_boost if reading.asks_value(q) else 0.0
         counts = {"counted": reading.asked_measure(q), "count_boost": s.evidence.evidence_count_boost,
                   "lexical": self._lexical_overlap, "lexical_weight": s.evidence.evidence_lexical_weight}
@@ -292,7 +231,7 @@ class Answerer:
         s = self.settings
         if not cands:
             trace.append(RuleFiring("no_evidence", True, "no candidate sentences"))
-            raise _Declined("absent")
+            raise Declined("absent")
         llm = self.llm
         answer.model = llm.name
         messages = [
@@ -403,61 +342,6 @@ class Answerer:
         """Whether the evidence check runs (setting ``evidence_check``)."""
         return self.settings.evidence.evidence_check
 
-    def _terms(self, text: str) -> set[str]:
-        """Stemmed content terms, as the BM25 index reads them."""
-        lex = self.retriever.snapshot().lexical
-        return set(lex.terms(text)) if lex else stemmer().terms(text)
-
-    def _lexical_overlap(self, question: str, sentence: str) -> float:
-        """The IDF-weighted share of the question's indexed terms that the
-        sentence holds (0..1); 0 without a BM25 index."""
-        lex = self.retriever.snapshot().lexical
-        if lex is None:
-            return 0.0
-        if getattr(self, "_idf_for", None) != (lex, question):
-            weights = {t: -math.log(lex.share(t)) for t in set(lex.terms(question)) if lex.share(t) > 0}
-            self._idf_for, self._idf = (lex, question), weights
-        total = sum(self._idf.values())
-        if not total:
-            return 0.0
-        return sum(self._idf.get(t, 0.0) for t in set(lex.terms(sentence))) / total
-
-    def _distinctive(self, term: str) -> bool:
-        """A term held by few indexed chunks (not "model", "method", "propose"),
-        and no question word ("what", "does")."""
-        lex = self.retriever.snapshot().lexical
-        if lex is None:
-            return term not in STOP
-        if getattr(self, "_stops_for", None) is not lex:
-            self._stops, self._stops_for = set(lex.terms(" ".join(STOP))), lex
-        return term not in self._stops and lex.share(term) <= self.settings.evidence.coverage_common_share
-
-    def _kind(self, hits: list[SearchHit], target: int | None) -> DeclineKind:
-        """A question about a specific paper lacks a detail; otherwise, when
-        the best paper is a strong match, it is that paper's detail that is
-        missing; else the collection has nothing on the topic."""
-        if target is not None:
-            return "missing_detail"
-        top = hits[0].dense_score or 0.0
-        return "missing_detail" if top >= self.settings.evidence.detail_floor else "absent"
-
-    # ------------------------------------------------------------ citations
-    def _cite(self, answer: Answer, chosen: list[Candidate], q: str) -> None:
-        hits = answer.retrieved
-        number: dict[int, int] = {}
-        for c in chosen:
-            number.setdefault(c.hit, len(number) + 1)
-        answer.evidence = [Evidence(number[c.hit], hits[c.hit].paper.paper_id, c.text, c.relevance)
-                           for c in chosen]
-        answer.citations = [
-            Citation(number=n, paper=hits[h].paper,
-                     snippet=" ".join(e.text for e in answer.evidence if e.number == n),
-                     score=0.0,
-                     relevance=max(e.relevance for e in answer.evidence if e.number == n),
-                     quotes=[e.text for e in answer.evidence if e.number == n])
-            for h, n in number.items()
-        ]
-
     # ------------------------------------------------------------ synthesis
     def _synthesise(self, answer: Answer, chosen: list[Candidate], messages: list[dict],
                     raw_choice: str, q: str, t0: float) -> Iterator[StreamEvent]:
@@ -483,42 +367,4 @@ class Answerer:
             # when a comparison added another paper's sentence first.
             target = self._named_target(q, answer.retrieved)
             target = chosen[0].hit if target is None else target
-            self._decline(answer, _Declined("missing_detail", target), q, keep=True)
-
-    # -------------------------------------------------------------- decline
-    def _decline(self, answer: Answer, d: _Declined, q: str, *, keep: bool = False,
-                 chosen: list[Candidate] | None = None) -> None:
-        hits = answer.retrieved
-        answer.declined = True
-        answer.decline_kind = d.kind
-        if not keep:
-            answer.evidence, answer.citations, answer.sentences = [], [], []
-        else:
-            answer.evidence, answer.citations = [], []
-        if d.kind == "not_confirmed" and chosen:
-            # The closest passages, shown as such: the reader judges them.
-            self._cite(answer, chosen, q)
-            answer.decline_reason = ("Not confirmed: these are the closest passages in the "
-                                     "collection, and they may not answer the question.")
-            quotes = "; ".join(f"{hits[c.hit].paper.name}: “{c.text}”" for c in chosen[:3])
-            answer.text = f"{answer.decline_reason} {quotes}"
-            return
-        if d.kind == "missing_detail" and hits:
-            h = hits[d.target or 0]
-            closest = self._closest(q, h)
-            name = h.paper.name
-            answer.decline_reason = f"The abstract of {name} does not state this."
-            answer.text = answer.decline_reason + (
-                f" The closest it says: “{closest}”" if closest else "")
-            return
-        answer.decline_kind = "absent"
-        answer.decline_reason = "Nothing in the indexed abstracts answers this question."
-        names = "; ".join(h.paper.display_title for h in hits[:3])
-        answer.text = answer.decline_reason + (f" The nearest papers are: {names}." if names else "")
-
-    def _closest(self, q: str, hit: SearchHit) -> str:
-        sents = split_sentences(hit.paper.abstract)
-        if not sents:
-            return ""
-        sims = np.asarray(self.embedder.embed_texts(sents)) @ np.asarray(self.embedder.embed_query(q))
-        return sents[int(np.argmax(sims))]
+            decline(answer, Declined("missing_detail", target), q, self.embedder, keep=True)
