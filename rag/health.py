@@ -196,11 +196,11 @@ class IndexHealthChecks:
     def _release_chroma(self) -> None:
         """Forget this process's (broken) embedded Chroma system for our path,
         so the next client opens the files afresh."""
-        from chromadb.api.shared_system_client import SharedSystemClient as C
+        from chromadb.api.shared_system_client import SharedSystemClient
 
         key = str(self.chroma_path)
-        system = C._identifier_to_system.pop(key, None)
-        C._identifier_to_refcount.pop(key, None)
+        system = SharedSystemClient._identifier_to_system.pop(key, None)
+        SharedSystemClient._identifier_to_refcount.pop(key, None)
         if system is not None:
             try:
                 system.stop()
