@@ -600,7 +600,7 @@ def test_explorer_and_topic_map_at_3300_papers(fake_server, browser):
         page.wait_for_function("n => document.querySelectorAll('#aqa-saved li').length === n",
                                arg=i + 1, timeout=10_000)
     bib = download(page, "#aqa-saved-bib")
-    assert bib.count("@inproceedings{") == 2
+    assert bib.count("@inproceedings{") == 2 and "note = " not in bib
     page.locator("#aqa-to-compare").click()
     page.locator("#aqa-compare-btn").wait_for(state="visible")
     assert "Diffusion" in page.locator("#aqa-compare-papers").inner_text()
@@ -643,6 +643,161 @@ def test_mobile_420px(fake_server, browser):
     assert overlaps == [], overlaps
     shot(page, "compare-mobile")
     page.close()
+
+
+# ------------------------------------ issue 29: Papers tab layout, warm-up
+
+
+def _note(page) -> str:
+    return page.locator("#aqa-paper-note").inner_text()
+
+
+def test_papers_results_come_first_and_a_new_search_clears_the_topic(fake_server, browser):
+    page = browser.context.new_page()
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(fake_server.url)
+    page.wait_for_selector("#aqa-question textarea", timeout=60_000)
+    page.get_by_role("tab", name="Papers").click()
+    page.locator("#aqa-topic-map circle").first.wait_for(timeout=60_000)
+    # Browsing: a topic label narrows the list.
+    page.locator("#aqa-topic-map g[data-cluster]").nth(1).click()
+    page.wait_for_function(
+        "document.querySelector('#aqa-paper-note').innerText.includes('in topic')",
+        timeout=30_000)
+    # A new query searches every topic, and the results come before the map.
+    query = page.locator("#aqa-paper-query textarea")
+    query.fill("diffusion denoising")
+    query.press("Enter")
+    page.wait_for_function(
+        "document.querySelector('#aqa-paper-note').innerText.includes('match “diffusion')",
+        timeout=30_000)
+    assert "in topic" not in _note(page), _note(page)
+    assert page.locator("#aqa-topic input").input_value() == "All topics"
+    page.wait_for_timeout(500)  # the accordion's fold
+    first = page.locator("#aqa-paper-results .aqa-result").first.bounding_box()
+    assert first and first["y"] + 60 < 1000, first  # visible without scrolling
+    assert not page.locator("#aqa-topic-map svg").is_visible()
+    shot(page, "explorer-search-1400", full_page=False)
+    # Reopening the map shows it, compact: at most about half the view.
+    page.locator("#aqa-topic-acc").get_by_text("Topic map").click()
+    svg = page.locator("#aqa-topic-map svg")
+    svg.wait_for(state="visible", timeout=10_000)
+    assert svg.bounding_box()["height"] <= 0.5 * 1000 + 2
+    # Labels stay readable at this width (their rendered font size).
+    sizes = page.evaluate("""() => [...document.querySelectorAll('#aqa-topic-map g text')]
+        .map(t => t.getBoundingClientRect().height)""")
+    assert sizes and min(sizes) >= 11, sizes
+    page.close()
+
+
+def test_single_value_filters_are_hidden(fake_server, browser):
+    """Synthetic corpus: one source, two venues, three years."""
+    page = open_app(browser, fake_server)
+    page.get_by_role("tab", name="Papers").click()
+    acc = page.locator("#aqa-paper-filters")
+    acc.wait_for(state="visible", timeout=30_000)
+    assert "Filters: venue, year" in acc.inner_text()
+    acc.get_by_text("Filters: venue, year").click()
+    page.locator("#aqa-p-venues").wait_for(state="visible", timeout=10_000)
+    assert page.locator("#aqa-p-years").is_visible()
+    assert not page.locator("#aqa-p-sources").is_visible()
+    page.close()
+
+
+def test_phone_topic_map_lists_readable_topic_chips(fake_server, browser):
+    page = browser.context.new_page()
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(fake_server.url)
+    page.wait_for_selector("#aqa-question textarea", timeout=60_000)
+    page.get_by_role("tab", name="Papers").click()
+    page.locator("#aqa-topic-map circle").first.wait_for(timeout=60_000)
+    # No SVG label shrunk to a few pixels: they give way to chips.
+    assert page.evaluate("""() => [...document.querySelectorAll('#aqa-topic-map g.aqa-cluster')]
+        .every(g => getComputedStyle(g).display === 'none')""")
+    chips = page.locator("#aqa-topic-map .aqa-chip")
+    assert chips.count() == page.locator("#aqa-topic-map g.aqa-cluster").count() >= 3
+    assert chips.first.is_visible()
+    font = page.evaluate("""() => Math.min(...[...document.querySelectorAll(
+        '#aqa-topic-map .aqa-chip')].map(c => parseFloat(getComputedStyle(c).fontSize)))""")
+    assert font >= 11, font
+    box = chips.first.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 390 + 1, box
+    size = int(re.search(r"\((\d+)\)", chips.nth(1).inner_text()).group(1))
+    chips.nth(1).click()
+    page.wait_for_function(
+        "document.querySelector('#aqa-paper-note').innerText.includes('in topic')",
+        timeout=30_000)
+    assert f"{size} papers in topic" in _note(page)
+    assert page.locator("#aqa-topic-map .aqa-chip.is-selected").count() == 1
+    shot(page, "topic-chips-phone", full_page=False)
+    page.close()
+
+
+class _WarmingEngine(FakeEngine):
+    """Its ``warm`` (loading the models) holds until the test releases it."""
+
+    def __init__(self, papers, **kw) -> None:
+        import threading
+
+        super().__init__(papers, **kw)
+        self.release = threading.Event()
+        self.warmed: list[str] = []
+
+    def warm(self, llm: bool = True) -> None:
+        import threading
+
+        self.warmed.append(threading.current_thread().name)
+        self.release.wait(60)
+
+
+def test_start_up_warm_up_shows_a_status_and_a_question_waits(browser):
+    import threading
+
+    from rag.llm import reset_cancel_all
+    from tests.conftest_ui import free_port
+    from ui.server import serve
+
+    papers = synthetic_papers(60)
+    eng = _WarmingEngine(papers, answer=_canned_answer(papers))
+    settings = eng.settings.updated(port=free_port())
+    stop = threading.Event()
+    runner = threading.Thread(target=serve, args=(settings, eng), kwargs={"stop": stop},
+                              name="serve", daemon=True)
+    runner.start()
+    try:
+        page = browser.context.new_page()
+        for _ in range(120):  # the server comes up
+            try:
+                page.goto(f"http://127.0.0.1:{settings.ui.port}/")
+                break
+            except Exception:  # noqa: BLE001 - not listening yet
+                page.wait_for_timeout(250)
+        page.wait_for_selector("#aqa-question textarea", timeout=60_000)
+        status = page.locator("#aqa-warmup")
+        status.wait_for(state="visible", timeout=10_000)
+        assert "Loading the models… (first start)" in status.inner_text()
+        assert eng.warmed == ["aqa-warmup"]
+        # A question asked meanwhile waits, saying why.
+        box = page.locator("#aqa-question textarea")
+        box.fill("What do these papers do?")
+        box.press("Enter")
+        page.wait_for_function(
+            "document.querySelector('#aqa-chatbot').innerText.includes('Loading the models')",
+            timeout=30_000)
+        assert eng.calls == []
+        shot(page, "warm-up", full_page=False)
+        eng.release.set()
+        status.wait_for(state="hidden", timeout=10_000)
+        page.wait_for_function(
+            "document.querySelector('#aqa-chatbot').innerText.includes('studies diffusion')",
+            timeout=30_000)
+        assert len(eng.calls) == 1
+        page.close()
+    finally:
+        eng.release.set()
+        stop.set()
+        runner.join(10)
+        reset_cancel_all()  # serve's shutdown stopped generations process-wide
 
 
 def test_no_request_leaves_the_machine(server, browser):

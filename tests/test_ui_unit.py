@@ -616,3 +616,142 @@ def test_importing_the_ui_changes_no_environment_variable():
                        cwd=Path(__file__).resolve().parent.parent, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout.strip().splitlines()[-1]) == {}
+
+
+# ------------------------------------------- issue 29: Papers tab, warm-up
+
+
+def test_new_search_clears_the_topic_and_folds_the_map():
+    import gradio as gr
+
+    ex = AqaUI(FakeEngine()).explorer
+    # A topic narrows the current view, query included; an empty topic view says
+    # how to look in all topics.
+    _, note = ex.search_papers("parsing", "Relevance", 0.0, [], [], [], "0", [])
+    assert "1 papers match" in note and "in topic" in note and "Search again" not in note
+    real = ex.engine.search
+    ex.engine.search = lambda q, **kw: SearchResults([])
+    _, note = ex.search_papers("parsing", "Relevance", 0.0, [], [], [], "0", [])
+    assert note.startswith("0 papers match") and "in topic" in note
+    assert "Search again (Enter) to look in all topics" in note
+    ex.engine.search = real
+    # A new search looks in every topic: the dropdown and the map are reset.
+    res, note, topic, mp, acc = ex.new_search("parsing", "Relevance", 0.0, [], [], [], "0", [])
+    assert "1 papers match" in note and "in topic" not in note and "px" in res
+    assert topic.value == "" and "is-selected" not in mp
+    assert acc.open is False  # the results come first
+    # No topic set: nothing to reset; an empty query lists all and opens the map.
+    _, note, topic, mp, acc = ex.new_search("", "Relevance", 0.0, [], [], [], "", [])
+    assert note.startswith("3 papers") and acc.open is True
+    assert topic == gr.skip() and mp == gr.skip()
+
+
+def test_pick_topic_selects_and_lists_it():
+    import gradio as gr
+
+    ex = AqaUI(FakeEngine()).explorer
+    drop, mp, res, note = ex.pick_topic("1|99", "", "Relevance", 0.35, [], [], [], [])
+    assert drop.value == "1" and "in topic" in note and "px" in res
+    assert 'class="aqa-cluster is-selected" data-cluster="1"' in mp
+    assert ex.pick_topic("junk", "", "Relevance", 0.35, [], [], [], []) == (gr.skip(),) * 4
+
+
+def test_topic_map_lists_topics_as_chips():
+    svg = render.topic_map_svg(FakeEngine().topic_map(), {}, selected=0)
+    chips = re.findall(r'<button type="button" class="aqa-chip([^"]*)" data-cluster="(\d)"', svg)
+    assert chips == [(" is-selected", "0"), ("", "1")]
+    assert "parsing &lt;b&gt; (1)</button>" in svg
+    css = render.CSS
+    narrow = css.split("@media (max-width:700px){", 1)[1]
+    assert ".aqa-map .aqa-cluster{display:none}" in narrow and ".aqa-topic-chips{display:flex}" in narrow
+
+
+def test_filters_with_one_value_are_hidden():
+    ui = AqaUI(FakeEngine())  # one source, one venue, one year
+    assert ui.filters_label(["icml2025"], ["ICML"], [2025]) == "Filters"
+    assert ui.filters_label(["a", "b"], ["ICML"], [2024, 2025]) == "Filters: source, year"
+    out = ui.refresh()
+    p_sources, p_venues, p_years, acc = out[6], out[7], out[8], out[11]
+    assert (p_sources.visible, p_venues.visible, p_years.visible) == (False, False, False)
+    assert acc.visible is False
+    app = build_app(FakeEngine())
+    hidden = {b.elem_id for b in app.blocks.values()
+              if getattr(b, "elem_id", None) and getattr(b, "visible", True) is False}
+    assert {"aqa-p-sources", "aqa-p-venues", "aqa-p-years", "aqa-paper-filters"} <= hidden
+
+
+class WarmingEngine(FakeEngine):
+    """A fake engine whose ``warm`` takes a while, as loading the models does."""
+
+    def __init__(self, hold: float = 0.0, fail: Exception | None = None) -> None:
+        super().__init__()
+        self.warm_calls: list[str] = []
+        self.hold, self.warm_fail = hold, fail
+
+    def warm(self, llm: bool = True) -> None:
+        import threading
+        import time
+
+        self.warm_calls.append(threading.current_thread().name)
+        time.sleep(self.hold)
+        if self.warm_fail:
+            raise self.warm_fail
+
+
+def test_serve_warms_the_engine_in_a_background_thread(monkeypatch):
+    import threading
+
+    from ui import server
+
+    launched: list[object] = []
+    monkeypatch.setattr(server, "setup_offline_env", lambda: None)
+    def fake_launch(app, settings, **kw) -> None:
+        app.server_port = 0
+        launched.append(app)
+
+    monkeypatch.setattr(server, "launch", fake_launch)
+    monkeypatch.setattr(server, "shutdown", lambda app: None)
+    eng = WarmingEngine(hold=0.3)
+    stop = threading.Event()
+    searched: list[str] = []
+    real_search = eng.search
+    eng.search = lambda q, **kw: searched.append(q) or real_search(q, **kw)
+    codes: list[int] = []
+    runner = threading.Thread(target=lambda: codes.append(server.serve(engine=eng, stop=stop)))
+    runner.start()
+    try:
+        for _ in range(100):
+            if searched:
+                break
+            threading.Event().wait(0.05)
+    finally:
+        stop.set()
+        runner.join(10)
+    assert launched and eng.warm_calls == ["aqa-warmup"]  # after launch, off the main path
+    assert searched == ["warm up"] and codes == [0]
+
+
+def test_warmup_status_and_a_question_waits_for_it():
+    import threading
+
+    from ui.warmup import MESSAGE, Warmup
+
+    w = Warmup()
+    ui = AqaUI(WarmingEngine(hold=0.4), warmup=w)
+    md, timer = ui.warmup_tick()
+    assert md.visible is True and timer.active is True
+    w.start(ui.engine)
+    got: list[str] = []
+    t = threading.Thread(target=lambda: got.extend(
+        str(out[0]) for out in ui.respond("What does ShieldAgent do?", [], [], [], [], [], 5,
+                                          [])))
+    t.start()
+    t.join(10)
+    assert got[0] == f"_{render.md_escape(MESSAGE)}_"  # it said why it waits
+    assert ui.engine.calls and not w.pending  # asked once the models were loaded
+    md, timer = ui.warmup_tick()
+    assert md.visible is False and timer.active is False
+    # A failing warm-up never blocks: it is logged and the line goes away.
+    w2 = Warmup()
+    w2.run(WarmingEngine(fail=RuntimeError("no model")))
+    assert not w2.pending and w2.error == "no model"

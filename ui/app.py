@@ -15,11 +15,15 @@ from rag.config import Settings
 from ui import render
 from ui.explorer import SORTS
 from ui.session import AqaUI
+from ui.warmup import MESSAGE as WARMUP_MESSAGE
+from ui.warmup import Warmup
 
 
-def build_app(engine: EngineAPI, settings: Settings | None = None) -> gr.Blocks:
-    """The whole app for ``engine`` (a ``rag.Engine`` or a stand-in: ``rag.api.EngineAPI``)."""
-    ui = AqaUI(engine, settings)
+def build_app(engine: EngineAPI, settings: Settings | None = None,
+              warmup: Warmup | None = None) -> gr.Blocks:
+    """The whole app for ``engine`` (a ``rag.Engine`` or a stand-in: ``rag.api.EngineAPI``);
+    with ``warmup`` (``serve()``'s), a status line shows while the models load."""
+    ui = AqaUI(engine, settings, warmup)
     ex = ui.explorer
     s = ui.settings
     choices = ui.paper_choices()
@@ -30,6 +34,11 @@ def build_app(engine: EngineAPI, settings: Settings | None = None) -> gr.Blocks:
     with gr.Blocks(title="abstracts-qa", analytics_enabled=False,
                    delete_cache=(3600, 86400)) as app:
         gr.Markdown("## abstracts-qa · grounded answers from paper abstracts")
+        warm_md = gr.Markdown(WARMUP_MESSAGE, elem_id="aqa-warmup", visible=ui.warming())
+        if warmup is not None:
+            warm_timer = gr.Timer(0.5, active=ui.warming())
+            warm_timer.tick(ui.warmup_tick, None, [warm_md, warm_timer], queue=False,
+                            show_progress="hidden", api_visibility="private")
         with gr.Tabs(selected="chat") as tabs:
             with gr.Tab("Chat", id="chat"):
                 turns = gr.State([])
@@ -48,12 +57,16 @@ def build_app(engine: EngineAPI, settings: Settings | None = None) -> gr.Blocks:
                     with gr.Column(scale=3):
                         with gr.Accordion("Settings: filters and papers to retrieve",
                                           open=False, elem_id="aqa-settings") as settings_acc:
-                            f_sources = gr.CheckboxGroup(sources, label="Sources (none = all)")
+                            # A filter with fewer than two values changes nothing: hidden.
+                            f_sources = gr.CheckboxGroup(sources, label="Sources (none = all)",
+                                                         visible=len(sources) >= 2)
                             with gr.Row():
                                 f_venues = gr.Dropdown(venues, multiselect=True, value=[],
-                                                       label="Venues (none = all)")
+                                                       label="Venues (none = all)",
+                                                       visible=len(venues) >= 2)
                                 f_years = gr.Dropdown(years, multiselect=True, value=[],
-                                                      label="Years (none = all)")
+                                                      label="Years (none = all)",
+                                                      visible=len(years) >= 2)
                             f_papers = gr.Dropdown(choices, multiselect=True, value=[],
                                                    filterable=True, elem_id="aqa-only-papers",
                                                    label="Only these papers (none = all)")
@@ -139,16 +152,21 @@ def build_app(engine: EngineAPI, settings: Settings | None = None) -> gr.Blocks:
                     p_min = gr.Slider(0.0, 1.0, value=s.ui.ui_min_score, step=0.05,
                                       label="Relevance cut-off: hide matches scoring below",
                                       elem_id="aqa-min-score")
-                with gr.Accordion("Filters: source, venue, year", open=False,
-                                  elem_id="aqa-paper-filters"):
+                filters_label = ui.filters_label(sources, venues, years)
+                with gr.Accordion(filters_label, open=False, elem_id="aqa-paper-filters",
+                                  visible=filters_label != "Filters") as p_filters_acc:
                     p_sources = gr.CheckboxGroup(sources, label="Sources (none = all)",
-                                                 elem_id="aqa-p-sources")
+                                                 elem_id="aqa-p-sources",
+                                                 visible=len(sources) >= 2)
                     with gr.Row():
                         p_venues = gr.Dropdown(venues, multiselect=True, value=[],
-                                               label="Venues (none = all)", elem_id="aqa-p-venues")
+                                               label="Venues (none = all)", elem_id="aqa-p-venues",
+                                               visible=len(venues) >= 2)
                         p_years = gr.Dropdown(years, multiselect=True, value=[],
-                                              label="Years (none = all)", elem_id="aqa-p-years")
-                with gr.Accordion("Topic map", open=True, elem_id="aqa-topic-acc"):
+                                              label="Years (none = all)", elem_id="aqa-p-years",
+                                              visible=len(years) >= 2)
+                # Open to browse; a search folds it away so the results come first.
+                with gr.Accordion("Topic map", open=True, elem_id="aqa-topic-acc") as topic_acc:
                     with gr.Row(equal_height=False):
                         p_map = gr.HTML(ex.topic_map_html(None), elem_id="aqa-topic-map")
                     p_topic = gr.Dropdown(ex.topic_choices(), value="", label="Topic",
@@ -182,14 +200,19 @@ def build_app(engine: EngineAPI, settings: Settings | None = None) -> gr.Blocks:
 
                 explore_in = [p_query, p_sort, p_min, p_sources, p_venues, p_years, p_topic,
                               saved]
-                gr.on([p_btn.click, p_query.submit, p_sort.change, p_min.change,
-                       p_sources.change, p_venues.change, p_years.change],
+                # A new query searches every topic (ui.explorer says why); sorting,
+                # the cut-off and the facets refine the current view, topic included.
+                gr.on([p_btn.click, p_query.submit], ex.new_search, explore_in,
+                      [p_results, p_note, p_topic, p_map, topic_acc], api_visibility="private")
+                gr.on([p_sort.change, p_min.change, p_sources.change, p_venues.change,
+                       p_years.change],
                       ex.search_papers, explore_in, [p_results, p_note],
                       api_name="search_papers")
-                p_topic.change(ex.topic_view, [p_topic, *explore_in[:6], saved],
-                               [p_map, p_results, p_note], api_visibility="private")
-                topic_pick.change(ex.pick_topic, [topic_pick], [p_topic],
-                                 api_visibility="private")
+                # .input: only the reader's own picks (new_search resets it quietly).
+                p_topic.input(ex.topic_view, [p_topic, *explore_in[:6], saved],
+                              [p_map, p_results, p_note], api_visibility="private")
+                topic_pick.change(ex.pick_topic, [topic_pick, *explore_in[:6], saved],
+                                  [p_topic, p_map, p_results, p_note], api_visibility="private")
                 saved_out = [saved, p_saved, s_bib, s_csv, s_md, s_note]
                 save_toggle.change(ex.toggle_saved, [save_toggle, saved], saved_out,
                                   api_visibility="private")
@@ -203,7 +226,11 @@ def build_app(engine: EngineAPI, settings: Settings | None = None) -> gr.Blocks:
                                 api_visibility="private")
 
         app.load(ui.refresh, None, [status_md, c_papers, f_papers, f_sources, f_venues, f_years,
-                                    p_sources, p_venues, p_years, p_topic, p_map],
+                                    p_sources, p_venues, p_years, p_topic, p_map,
+                                    p_filters_acc],
                  api_visibility="private")
+        if warmup is not None:
+            app.load(ui.warmup_tick, None, [warm_md, warm_timer], queue=False,
+                     api_visibility="private")
         app.load(ex.search_papers, explore_in, [p_results, p_note], api_visibility="private")
     return app

@@ -1,7 +1,15 @@
 """Event handlers of the Papers tab (``Explorer``): hybrid search with a
 relevance cut-off, sorting, facet and topic filters, the topic map, and the
 saved list with its exports and hand-offs to Compare and Chat. Strings come
-from ``ui.render``, downloads from ``ui.export``."""
+from ``ui.render``, downloads from ``ui.export``.
+
+A topic (a map label, chip or the dropdown) narrows the current view: the
+query in the box, sorting and facets still apply. A new search (Enter or the
+Search button) looks in every topic again and folds the map away, so the
+results come first: a topic is a machine-made cluster, picked while
+browsing, and a researcher who types a new query means the whole
+collection; a filter they no longer see would silently hide matches.
+"""
 
 from __future__ import annotations
 
@@ -99,7 +107,7 @@ class Explorer:
                 ids = tmap.paper_ids(int(topic))
                 filters = filters or Filters()
                 filters.paper_ids = ids
-                topic_note = f" in topic “{render.md_escape(names.get(int(topic), topic))}”"
+                topic_note = f" in topic “{render.md_escape(names.get(int(topic), str(topic)))}”"
         try:
             if query:
                 kept = self.engine.search(query, k=self.settings.ui.ui_search_limit,
@@ -118,20 +126,38 @@ class Explorer:
                     if len(all_p) > PAPER_LIST_LIMIT else ".")
         except Exception as e:  # noqa: BLE001
             return render.error_panel(error_text(e)), ""
+        if topic_note and not rows:
+            note += " Search again (Enter) to look in all topics."
         rows = sort_rows(rows, sort or "Relevance")[:PAPER_LIST_LIMIT]
         return (render.explorer_html(rows, query=query, saved=saved or [], clusters=labels),
                 note)
+
+    def new_search(self, query: str | None, sort: str | None, min_score: float | None,
+                   sources: list[str] | None, venues: list[str] | None,
+                   years: list[Any] | None, topic: str | None,
+                   saved: list[str] | None) -> tuple:
+        """Enter / Search: every topic is searched (the topic filter is
+        cleared) and, for a query, the map folds away so results come first.
+        Returns (results, note, topic dropdown, map, map accordion)."""
+        results, note = self.search_papers(query, sort, min_score, sources, venues, years,
+                                           None, saved)
+        had_topic = topic not in (None, "")
+        return (results, note, gr.Dropdown(value="") if had_topic else gr.skip(),
+                self.topic_map_html(None) if had_topic else gr.skip(),
+                gr.Accordion(open=not (query or "").strip()))
 
     def topic_view(self, topic: str | None, *args: Any) -> tuple[str, str, str]:
         """A topic picked (dropdown or map label): (map, results, note)."""
         results, note = self.search_papers(*args[:6], topic, *args[6:])
         return self.topic_map_html(topic), results, note
 
-    @staticmethod
-    def pick_topic(token: str | None) -> Any:
-        """A click on a map label reports "cluster|time"; select that topic."""
+    def pick_topic(self, token: str | None, *args: Any) -> tuple:
+        """A click on a map label or topic chip reports "cluster|time": select
+        that topic and list it. Returns (dropdown, map, results, note)."""
         cluster = (token or "").split("|")[0]
-        return gr.Dropdown(value=cluster) if cluster.isdigit() else gr.skip()
+        if not cluster.isdigit():
+            return (gr.skip(),) * 4
+        return (gr.Dropdown(value=cluster), *self.topic_view(cluster, *args))
 
     def saved_outputs(self, saved: list[str]) -> tuple:
         """(saved list html, BibTeX, CSV, Markdown downloads, note)."""

@@ -2,7 +2,9 @@
 host, port, auth), and ``serve``, which runs the app until SIGINT/SIGTERM and
 then shuts down within ``SHUTDOWN_BUDGET_S`` (``shutdown``: in-flight LLM work
 stops, the export folder goes, the process exits even if a library thread
-lingers). The layout is ``ui.app``; nothing here runs at import.
+lingers). Right after launch it warms the engine in the background
+(``ui.warmup``), the page saying so until the models are loaded. The layout
+is ``ui.app``; nothing here runs at import.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from rag.llm import cancel_all
 from ui import render
 from ui.app import build_app
 from ui.export import cleanup_exports
+from ui.warmup import Warmup
 
 
 def check_port(host: str, port: int) -> None:
@@ -107,9 +110,13 @@ def shutdown(app: gr.Blocks | None) -> None:
     closer.join(timeout=1.2)
 
 
-def serve(settings: Settings | None = None, engine: EngineAPI | None = None) -> int:
+def serve(settings: Settings | None = None, engine: EngineAPI | None = None, *,
+          stop: threading.Event | None = None) -> int:
     """Run the app until SIGINT or SIGTERM (ingests the configured corpus if
-    the index is empty, so the first run works on the bundled corpus).
+    the index is empty, so the first run works on the bundled corpus), or
+    until ``stop`` is set (then it returns 0). Right after launch a
+    background thread warms the engine (``ui.warmup.Warmup``: the models and
+    the retriever's snapshot), so the first question is not the slowest.
 
     On either signal it shuts down within ``SHUTDOWN_BUDGET_S``: running
     answers stop at their next token, the export folder is removed, and the
@@ -120,7 +127,7 @@ def serve(settings: Settings | None = None, engine: EngineAPI | None = None) -> 
     settings = settings or (engine.settings if engine is not None else get_settings())
     main = threading.current_thread() is threading.main_thread()
     caught: list[int] = []
-    stop = threading.Event()
+    stop = stop or threading.Event()
 
     def interrupt(signum: int, _frame: Any) -> None:  # before the app runs: like Ctrl-C
         raise KeyboardInterrupt
@@ -141,7 +148,8 @@ def serve(settings: Settings | None = None, engine: EngineAPI | None = None) -> 
         print("Indexing the corpus (the first run embeds every abstract once)…", flush=True)
         rep = engine.ingest(progress=True)
         print(f"Indexed {rep.papers_total} papers.", flush=True)
-    app = build_app(engine, settings)
+    warmup = Warmup()
+    app = build_app(engine, settings, warmup=warmup)
     if main:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, on_signal)
@@ -149,6 +157,7 @@ def serve(settings: Settings | None = None, engine: EngineAPI | None = None) -> 
         launch(app, settings, block=False)  # a port in use ends here, in one line
         print(f"abstracts-qa is running on http://{settings.ui.host}:{app.server_port} "
               "(Ctrl-C to stop)", flush=True)
+        warmup.start(engine)  # the page says "Loading the models…" until it is done
         while not stop.wait(0.2):
             pass
     except KeyboardInterrupt:
@@ -165,7 +174,7 @@ def serve(settings: Settings | None = None, engine: EngineAPI | None = None) -> 
         shutdown(app)
         if caught:
             _exit_now(code, deadline=t_signal + SHUTDOWN_BUDGET_S)
-    return 130 if not caught or caught[0] == signal.SIGINT else 0
+    return 130 if caught and caught[0] == signal.SIGINT else 0
 
 
 def _exit_now(code: int, deadline: float) -> None:

@@ -25,6 +25,8 @@ from rag.errors import AqaError
 from rag.types import Answer, Comparison, Filters
 from ui import export, render
 from ui.explorer import Explorer, all_papers
+from ui.warmup import MESSAGE as WARMUP_MESSAGE
+from ui.warmup import Warmup
 from ui.worker import error_text, run_with_deadline
 
 log = logging.getLogger(__name__)
@@ -105,9 +107,11 @@ def _off() -> Any:
 class AqaUI:
     """Event handlers of one app (Gradio keeps each session's state apart)."""
 
-    def __init__(self, engine: EngineAPI, settings: Settings | None = None) -> None:
+    def __init__(self, engine: EngineAPI, settings: Settings | None = None,
+                 warmup: Warmup | None = None) -> None:
         self.engine = engine
         self.settings = settings or getattr(engine, "settings", None) or get_settings()
+        self.warmup = warmup  # serve()'s start-up warm-up, if one runs
         self.explorer = Explorer(engine, self.settings)
         # The export folder exists (and its atexit cleanup is registered) from
         # the moment the app is built, not from the first download.
@@ -129,6 +133,31 @@ class AqaUI:
         venues = sorted({p.venue for p in papers if p.venue})
         years = sorted({p.year for p in papers if p.year})
         return sources, venues, years
+
+    @staticmethod
+    def filters_label(sources: list[str], venues: list[str], years: list[int]) -> str:
+        """The filters accordion's title, naming only the filters shown: a
+        filter with fewer than two values would change nothing, so it is hidden."""
+        shown = [name for name, values in (("source", sources), ("venue", venues),
+                                           ("year", years)) if len(values) >= 2]
+        return "Filters: " + ", ".join(shown) if shown else "Filters"
+
+    # -------------------------------------------------------------- warm-up
+
+    def warming(self) -> bool:
+        return self.warmup is not None and self.warmup.pending
+
+    def warmup_tick(self) -> tuple[Any, Any]:
+        """The start-up status line and its timer: shown (and polling) while
+        the models load, gone once they are ready."""
+        on = self.warming()
+        return gr.Markdown(visible=on), gr.Timer(active=on)
+
+    def wait_for_warmup(self) -> None:
+        """A question asked while the models load waits for them (then runs at
+        full speed) instead of loading them a second time beside the warm-up."""
+        while self.warmup is not None and not self.warmup.wait(0.5):
+            pass
 
     def status_markdown(self) -> str:
         try:
@@ -156,21 +185,26 @@ class AqaUI:
         return gr.Chatbot(examples=[{"text": q} for q in self.examples_for(pinned)])
 
     def refresh(self) -> tuple:
-        """On page load: corpus status and the choices that depend on it."""
+        """On page load: corpus status and the choices that depend on it (a
+        filter with fewer than two values is hidden, its accordion too when
+        none is left)."""
         choices = self.paper_choices()
         sources, venues, years = self.facet_choices()
+        facets = (
+            gr.CheckboxGroup(choices=sources, visible=len(sources) >= 2),
+            gr.Dropdown(choices=venues, visible=len(venues) >= 2),
+            gr.Dropdown(choices=years, visible=len(years) >= 2),
+        )
+        label = self.filters_label(sources, venues, years)
         return (
             self.status_markdown(),
             gr.Dropdown(choices=choices),
             gr.Dropdown(choices=choices),
-            gr.CheckboxGroup(choices=sources),
-            gr.Dropdown(choices=venues),
-            gr.Dropdown(choices=years),
-            gr.CheckboxGroup(choices=sources),
-            gr.Dropdown(choices=venues),
-            gr.Dropdown(choices=years),
+            *facets,
+            *facets,
             gr.Dropdown(choices=self.explorer.topic_choices()),
             self.explorer.topic_map_html(None),
+            gr.Accordion(label=label, visible=label != "Filters"),
         )
 
     # ----------------------------------------------------------------- chat
@@ -205,6 +239,9 @@ class AqaUI:
             return
         hist = engine_history(turns)
         filters = make_filters(sources, venues, years, paper_ids)
+        if self.warming():  # the models are loading at start-up: wait for them
+            yield f"_{render.md_escape(WARMUP_MESSAGE)}_", *waiting
+            self.wait_for_warmup()
         yield "_Searching the abstracts…_", *waiting
         partial, answer = "", None
         try:
@@ -285,6 +322,9 @@ class AqaUI:
                     _off(), _off())
         if len(ids) > 4:
             return render.error_panel("Compare takes at most 4 papers."), _off(), _off()
+        if self.warming():
+            progress(0.05, desc=WARMUP_MESSAGE)
+            self.wait_for_warmup()
         progress(0.1, desc="Comparing papers and writing the synthesis…")
         try:
             (cmp,) = list(run_with_deadline(

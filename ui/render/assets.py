@@ -2,7 +2,8 @@
 classes the ``ui.render.*`` modules emit and for the chat box (its label and
 scroll button never over the text), and the script for citation jumps, Save
 toggles, topic-map clicks, narrow-screen dropdowns and keeping the start of
-the newest answer in view.
+the newest answer in view. Under 700 px the map's SVG labels give way to
+topic chips (the labels would shrink with the SVG to a few pixels).
 """
 
 # Styling for the classes the ui.render.* modules emit; passed to launch(css=...).
@@ -31,10 +32,13 @@ CSS = """
 .aqa-save.is-saved{background:#fde68a;color:#000}
 .aqa-result.is-saved{border-color:#ca8a04}
 .aqa-saved ol{margin:4px 0 0 18px;padding:0}
-.aqa-map svg{width:100%;height:auto;border:1px solid var(--border-color-primary);border-radius:8px;background:var(--background-fill-primary)}
+.aqa-map svg{display:block;width:100%;height:auto;max-height:48vh;border:1px solid var(--border-color-primary);border-radius:8px;background:var(--background-fill-primary)}
 .aqa-map .aqa-cluster{cursor:pointer}
-.aqa-map .aqa-cluster text{font-size:13px;font-weight:600;paint-order:stroke;stroke:var(--background-fill-primary);stroke-width:4px}
-.aqa-map .aqa-cluster.is-selected text{font-size:16px;text-decoration:underline}
+.aqa-map .aqa-cluster text{font-size:15px;font-weight:600;paint-order:stroke;stroke:var(--background-fill-primary);stroke-width:4px}
+.aqa-map .aqa-cluster.is-selected text{font-size:18px;text-decoration:underline}
+.aqa-topic-chips{display:none;flex-wrap:wrap;gap:6px;margin:6px 0}
+.aqa-chip{font-size:13px;line-height:1.3;padding:3px 8px;border:2px solid;border-radius:14px;background:var(--background-fill-secondary);cursor:pointer;color:inherit}
+.aqa-chip.is-selected{background:#fde68a;color:#000;font-weight:600}
 .aqa-map .aqa-dot{opacity:.8}
 .aqa-map .aqa-dot.is-faded{opacity:.15}
 .aqa-hidden{display:none !important}
@@ -42,6 +46,8 @@ CSS = """
 #aqa-chatbot .scroll-down-button-container{left:auto;right:8px;bottom:8px;transform:none}
 @media (max-width:700px){
  #aqa-chatbot .scroll-down-button-container{display:none}
+ .aqa-map .aqa-cluster{display:none}
+ .aqa-topic-chips{display:flex}
  .aqa-compare table,.aqa-compare tbody,.aqa-compare tr,.aqa-compare td{display:block;width:auto !important}
  .aqa-compare thead{display:none}
  .aqa-compare tbody th{display:block;width:auto;background:var(--background-fill-secondary)}

@@ -101,7 +101,9 @@ _PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#
 def topic_map_svg(tmap: object, titles: dict[str, str], *, selected: int | None = None,
                   width: int = 900, height: int = 520) -> str:
     """The topic map as inline SVG: one dot per paper (hover: its title), a
-    clickable label per cluster (``data-cluster``); the selected one is bold."""
+    clickable label per cluster (``data-cluster``); the selected one is bold.
+    The same topics follow as chips (buttons), which narrow screens show
+    instead of the labels: there the scaled-down SVG text would be ~4 px."""
     points = getattr(tmap, "points", [])
     clusters = getattr(tmap, "clusters", [])
     if not points:
@@ -134,10 +136,18 @@ def topic_map_svg(tmap: object, titles: dict[str, str], *, selected: int | None 
             f'<text x="{cx:.1f}" y="{cy - 8:.1f}" text-anchor="{anchor}" fill="{color}">'
             f"{esc(c.label)} ({c.size})</text></g>"
         )
+    chips = "".join(
+        f'<button type="button" class="aqa-chip{" is-selected" if selected == c.cluster else ""}" '
+        f'data-cluster="{c.cluster}" aria-pressed="{"true" if selected == c.cluster else "false"}"'
+        f' style="border-color:{_PALETTE[c.cluster % len(_PALETTE)]}">{esc(c.label)} '
+        f"({c.size})</button>"
+        for c in clusters
+    )
     method = esc(getattr(tmap, "method", ""))
     return (
         f'<div class="aqa-map"><svg viewBox="0 0 {width} {height}" role="img" '
         f'aria-label="Topic map of {len(points)} papers">{"".join(dots)}{"".join(labels)}</svg>'
+        f'<div class="aqa-topic-chips" role="group" aria-label="Topics">{chips}</div>'
         f'<div class="aqa-meta">{len(points)} papers · {len(clusters)} topics · {method} on '
         "the paper embeddings; labels are each cluster's top TF-IDF terms. Click a label "
         "(or pick a topic) to list its papers.</div></div>"
