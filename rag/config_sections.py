@@ -283,8 +283,12 @@ class UISettings(Section):
                                        "unset.")
     ui_workers: int = _doc(8, "Search, paper browsing and other requests without the LLM that "
                            "the UI runs at once.")
-    ui_queue_size: int = _doc(32, "Requests that may wait in the UI queue before new ones are "
-                              "refused.")
+    ui_queue_size: int = _doc(256, "Requests of any kind that may wait in Gradio's queue; "
+                              "chat answers are admitted by AQA_UI_MAX_WAIT instead.")
+    ui_max_wait: float = _doc(5.0, "A chat question that would wait longer than this many "
+                              "seconds (estimated from recent answers) for an answer slot is "
+                              "refused at once with when to retry; at least one may always "
+                              "wait.")
     ui_min_score: float = _doc(0.35, "Papers explorer: search matches scoring below this are "
                                "not listed (a slider in the app).")
     ui_search_limit: int = _doc(30, "Papers explorer: papers a search returns before the "

@@ -383,6 +383,30 @@ def test_respond_streams_then_final_answer():
     assert result["answer"]["citations"][0]["paper"]["paper_id"] == "p1"
 
 
+def test_a_full_house_refuses_at_once_with_when_to_retry_and_second_answers_are_cheap():
+    """Issue #29, item 16: beyond the answer slots and the short wait, a
+    question is refused at once, saying when to ask again; and a second
+    answer updates the export buttons by value only (no component rebuilt)."""
+    import gradio as gr
+
+    eng = FakeEngine()
+    ui = AqaUI(eng)
+    held = [ui.admission.enter() for _ in range(ui.admission.running + ui.admission.max_waiting)]
+    for h in held:
+        h.__enter__()
+    outs = _drain(ui.respond("What does ShieldAgent do?", [], [], [], [], [], 5, []))
+    assert len(outs) == 1 and "ask again in about" in outs[0][0] and not eng.calls
+    assert json.loads(outs[0][6])["error"].startswith("Busy:")
+    for h in held:
+        h.__exit__(None, None, None)
+    first = _drain(ui.respond("What does ShieldAgent do?", [], [], [], [], [], 5, []))[-1]
+    assert isinstance(first[3], gr.DownloadButton) and first[3].interactive
+    history = [{"role": "user", "content": "What does ShieldAgent do?"},
+               {"role": "assistant", "content": first[0]}]
+    second = _drain(ui.respond("And its results?", history, [], [], [], [], 5, first[2]))[-1]
+    assert isinstance(second[3], str) and Path(second[3]).is_file()  # a value update
+
+
 def test_respond_uses_plain_history_and_filters():
     eng = FakeEngine()
     ui = AqaUI(eng)

@@ -94,7 +94,9 @@ def build_app(engine: EngineAPI, settings: Settings | None = None,
                             api_name="chat",
                             analytics_enabled=False,
                             fill_height=False,
-                            concurrency_limit=s.llm_concurrency,
+                            # ui.admission runs llm_concurrency answers at once and
+                            # refuses, with when to retry, what would wait too long.
+                            concurrency_limit=None,
                         )
                     with gr.Column(scale=2):
                         with gr.Row():

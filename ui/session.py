@@ -24,12 +24,17 @@ from rag.config import Settings, get_settings
 from rag.errors import AqaError
 from rag.types import Answer, Comparison, Filters
 from ui import export, render
+from ui.admission import Admission, Busy
 from ui.explorer import Explorer, all_papers
 from ui.warmup import MESSAGE as WARMUP_MESSAGE
 from ui.warmup import Warmup
 from ui.worker import error_text, run_with_deadline
 
 log = logging.getLogger(__name__)
+# Answer durations assumed until some are measured (ui.admission): the bundled
+# model on 2 cores, and a model server (measured ~1-2 s with a fast one).
+FIRST_ESTIMATE_LOCAL_S = 15.0
+FIRST_ESTIMATE_SERVER_S = 2.0
 
 # Example questions once papers are pinned ("Ask about selected").
 PINNED_EXAMPLES_ONE = ["Summarize this paper.", "What are its limitations?",
@@ -116,6 +121,12 @@ class AqaUI:
         # The export folder exists (and its atexit cleanup is registered) from
         # the moment the app is built, not from the first download.
         self.export_root = export.exports_root()
+        # Answers run llm_concurrency at a time; beyond that a request waits only
+        # while its estimated wait stays under ui_max_wait (ui.admission).
+        local = self.settings.llm.resolved_provider == "local"
+        self.admission = Admission(
+            self.settings.llm_concurrency, self.settings.ui.ui_max_wait,
+            FIRST_ESTIMATE_LOCAL_S if local else FIRST_ESTIMATE_SERVER_S)
 
     # ------------------------------------------------------------ catalogue
 
@@ -209,21 +220,43 @@ class AqaUI:
 
     # ----------------------------------------------------------------- chat
 
-    def export_buttons(self, turns: list[Turn]) -> tuple[Any, Any, Any]:
+    def export_files(self, turns: list[Turn]) -> tuple[str | None, str | None, str | None]:
+        """The conversation's downloads (Markdown, JSON, BibTeX), written now;
+        None for one that has nothing to hold."""
         answers = [t.answer for t in turns if t.answer is not None]
         if not answers:
-            return _off(), _off(), _off()
+            return None, None, None
         md = export.write_export(export.conversation_markdown(answers), "conversation", ".md")
         js = export.write_export(export.conversation_json(answers), "conversation", ".json")
         cited = export.cited_papers(answers)
         # BibTeX only when some cited paper has a real title (not a derived label).
         bib = (export.write_export(export.bibtex(cited), "cited-papers", ".bib")
                if any(not p.title_derived for p in cited) else None)
-        return (
-            gr.DownloadButton(value=md, interactive=True),
-            gr.DownloadButton(value=js, interactive=True),
-            gr.DownloadButton(value=bib, interactive=bib is not None),
-        )
+        return md, js, bib
+
+    def export_buttons(self, turns: list[Turn]) -> tuple[Any, Any, Any]:
+        """The three export buttons for ``turns``, each enabled when it has a file."""
+        return tuple(gr.DownloadButton(value=f, interactive=f is not None)
+                     for f in self.export_files(turns))
+
+    def export_updates(self, turns: list[Turn], before: list[Turn]) -> tuple[Any, ...]:
+        """``export_buttons`` after one more turn, as cheap updates where a
+        button's state (enabled or not) is what ``before`` left: a bare file
+        path is a value update, while a component is a property update, for
+        which Gradio builds a new component and its JSON schema (measured: about
+        a third of the server's CPU per answer, 100 sessions at once)."""
+        files = self.export_files(turns)
+        if [f is not None for f in files] != list(self.export_state(before)):
+            return tuple(gr.DownloadButton(value=f, interactive=f is not None) for f in files)
+        return tuple(f if f is not None else gr.skip() for f in files)
+
+    @staticmethod
+    def export_state(turns: list[Turn]) -> tuple[bool, bool, bool]:
+        """Which export buttons (md, json, bib) ``turns`` leave enabled."""
+        answers = [t.answer for t in turns if t.answer is not None]
+        if not answers:
+            return (False, False, False)
+        return (True, True, any(not p.title_derived for p in export.cited_papers(answers)))
 
     def respond(self, message: str, history: list[dict], sources: list[str] | None,
                 venues: list[str] | None, years: list[Any] | None,
@@ -242,6 +275,19 @@ class AqaUI:
         if self.warming():  # the models are loading at start-up: wait for them
             yield f"_{render.md_escape(WARMUP_MESSAGE)}_", *waiting
             self.wait_for_warmup()
+        try:
+            with self.admission.enter() as waiter:
+                for ahead in waiter:  # only while every answer slot is taken
+                    yield f"_Waiting for a free answer slot ({ahead} in line)…_", *waiting
+                yield from self._answer(question, hist, k, filters, turns, waiting)
+        except Busy as b:  # refused at once, with when to retry; nothing is kept
+            msg = str(b)
+            yield (render.error_markdown(msg), render.error_panel(msg), turns,
+                   gr.skip(), gr.skip(), gr.skip(), self.result(turns, error=msg))
+
+    def _answer(self, question: str, hist: list[dict], k: float | None,
+                filters: Filters | None, turns: list[Turn], waiting: tuple) -> Iterator[tuple]:
+        """One admitted answer: streams, then the checked answer (or the error)."""
         yield "_Searching the abstracts…_", *waiting
         partial, answer = "", None
         try:
@@ -269,13 +315,15 @@ class AqaUI:
             msg = error_text(e)
             shown = render.error_markdown(msg)
             turns.append(Turn(question, None, shown))
+            # A failed turn adds nothing to the exports: the buttons stay as they are.
             yield (shown, render.error_panel(msg), turns,
-                   *self.export_buttons(turns), self.result(turns, error=msg))
+                   gr.skip(), gr.skip(), gr.skip(), self.result(turns, error=msg))
             return
         shown = render.answer_markdown(answer)
+        before = list(turns)
         turns.append(Turn(question, answer, shown))
         yield (shown, render.citations_panel(answer), turns,
-               *self.export_buttons(turns), self.result(turns))
+               *self.export_updates(turns, before), self.result(turns))
 
     @staticmethod
     def result(turns: list[Turn], error: str | None = None) -> str:
