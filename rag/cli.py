@@ -20,7 +20,7 @@ from typing import Any
 
 from rag.config import Settings, load_settings, preset_names, setup_offline_env
 from rag.errors import AqaError
-from rag.types import Answer, Comparison, Filters, Paper, SearchHit
+from rag.types import Answer, Comparison, Filters, SearchHit
 
 # A registrar adds subcommands to the ``aqa`` subparsers; each stores its
 # handler as ``fn`` (args -> exit code), like the commands below.
@@ -93,13 +93,6 @@ def _print_hits(hits: list[SearchHit]) -> None:
         if p.url:
             print(f"   {p.url}")
         print(f"   “{h.snippet[:240]}”")
-
-
-def name_of(p: Paper) -> str:
-    """A paper's name in running text (``rag.labels.paper_name``)."""
-    from rag.labels import paper_name
-
-    return paper_name(p.title, p.abstract)
 
 
 def _print_evidence(citations) -> None:
@@ -249,7 +242,7 @@ def cmd_ask(args):
             elif ev.kind == "passages" and ev.answer:  # within a second: what was found
                 papers = {p.paper_id: p for p in (h.paper for h in ev.answer.retrieved)}
                 for e in ev.answer.passages:
-                    _say(f"  {e.number}. {name_of(papers[e.paper_id])} ({e.relevance:.2f}): "
+                    _say(f"  {e.number}. {papers[e.paper_id].name} ({e.relevance:.2f}): "
                          f"“{e.text[:150]}{'…' if len(e.text) > 150 else ''}”")
             elif ev.kind == "evidence" and ev.answer:
                 if ev.answer.interpreted:

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rag.text import sentence_spans, split_sentences
+from rag.text import clean_latex, sentence_spans, split_sentences
 from rag.types import ASPECTS, CompareCell, Paper, SearchHit, SentenceSupport
 
 CUES: dict[str, list[tuple[str, float]]] = {
@@ -69,46 +69,6 @@ def _score(aspect: str, sentence: str, position: float) -> float:
     if aspect == "results":
         s += 0.4 * position  # results come late
     return s
-
-
-# ------------------------------------------------------------------ LaTeX
-
-_GREEK = {
-    "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "varepsilon": "ε",
-    "eta": "η", "theta": "θ", "lambda": "λ", "mu": "μ", "pi": "π", "rho": "ρ", "sigma": "σ",
-    "tau": "τ", "phi": "φ", "varphi": "φ", "omega": "ω", "Omega": "Ω", "Delta": "Δ",
-    "Theta": "Θ", "Sigma": "Σ", "Lambda": "Λ", "Gamma": "Γ", "Phi": "Φ", "kappa": "κ",
-    "xi": "ξ", "zeta": "ζ", "nu": "ν", "chi": "χ", "psi": "ψ",
-}
-_SYMBOLS = {
-    "times": "×", "le": "≤", "leq": "≤", "ge": "≥", "geq": "≥", "sim": "~", "approx": "≈",
-    "pm": "±", "cdot": "·", "infty": "∞", "ell": "ℓ", "to": "→", "rightarrow": "→",
-    "neq": "≠", "ne": "≠", "log": "log", "in": "∈", "sqrt": "√", "ldots": "…", "dots": "…",
-    "cdots": "…", "%": "%", "&": "&", "_": "_", "#": "#", "$": "$",
-}
-_LATEX_CMD = re.compile(r"\\([A-Za-z]+|[%&_#$,;:! ])")
-
-
-def clean_latex(text: str) -> str:
-    r"""Readable text for LaTeX in abstracts: ``$<7$\%`` -> ``<7%``,
-    ``$\mathcal{O}(n^{2})$`` -> ``O(n^2)``, ``$2\times$`` -> ``2×``."""
-    if "\\" not in text and "$" not in text:
-        return text
-    out = re.sub(r"\\(?:mathcal|mathbf|mathrm|mathbb|textbf|textit|text|emph|texttt|"
-                 r"operatorname|boldsymbol|mathit|mathsf)\s*\{([^{}]*)\}", r"\1", text)
-    out = re.sub(r"([\^_])\{([^{}]*)\}", r"\1\2", out)
-
-    def cmd(m: re.Match) -> str:
-        name = m.group(1)
-        if name in (",", ";", ":", " "):
-            return " "
-        if name == "!":
-            return ""
-        return _GREEK.get(name) or _SYMBOLS.get(name, name)
-
-    out = _LATEX_CMD.sub(cmd, out)
-    out = out.replace("$", "").replace("{", "").replace("}", "")
-    return re.sub(r"[ \t]{2,}", " ", out)
 
 
 # ---------------------------------------------------------------- clauses

@@ -20,7 +20,6 @@ from rag.config import Settings, get_settings
 from rag.corpus import provenance_id
 from rag.embed import CachedEmbedder, EmbeddingCache, embed_model_name, make_embed_model
 from rag.errors import AqaError, EmptyIndexError, LLMError, PaperNotFoundError
-from rag.evidence import name_of
 from rag.index import VectorIndex
 from rag.llm import LLM, make_llm
 from rag.prompts import render
@@ -192,9 +191,7 @@ class Engine:
                 return p
         # A paper's name ("MELON" of "MELON: Provable Defense …", "MeCo" from its
         # abstract) names it when no other paper has that name.
-        from rag.labels import paper_name
-
-        named = [p for p in papers.values() if paper_name(p.title, p.abstract).lower() == low]
+        named = [p for p in papers.values() if p.name.lower() == low]
         if len(named) == 1:
             return named[0]
         from rapidfuzz import fuzz, process, utils
@@ -228,12 +225,12 @@ class Engine:
         """Questions that show what the tool does, drawn from the loaded corpus:
         a cross-paper question on one topic of the map, a comparison of two of
         its papers, and questions about single papers, each paper called by
-        the short name researchers use (``name_of``: "MELON", "ShieldAgent")."""
+        the short name researchers use (``Paper.name``: "MELON", "ShieldAgent")."""
         papers = sorted(self.retriever.snapshot().papers.values(), key=lambda p: p.paper_id)
         # Names a title starts with first ("MELON: …"): a reader recognises them.
-        ranked = sorted(papers, key=lambda p: not p.title.startswith(name_of(p)))
-        named = {p.paper_id: name_of(p) for p in ranked if _system_name(name_of(p))}
-        in_title = {p.paper_id for p in papers if p.title.startswith(name_of(p))}
+        ranked = sorted(papers, key=lambda p: not p.title.startswith(p.name))
+        named = {p.paper_id: p.name for p in ranked if _system_name(p.name)}
+        in_title = {p.paper_id for p in papers if p.title.startswith(p.name)}
         by_cluster: dict[int, list[str]] = {}
         try:
             tmap = self.topic_map()

@@ -82,11 +82,6 @@ def candidates(question: str, hits: list[SearchHit], embedder, *, total: int,
     return out
 
 
-def name_of(paper: Paper) -> str:
-    """Deprecated: ``paper.name``. Kept only until rag/engine.py stops importing it."""
-    return paper.name
-
-
 def heading(paper: Paper) -> str:
     """"Packrat (Auto-reconfiguration for …)": how the evidence prompt heads a
     paper's sentences, its name (``Paper.name``) with its title when the title

@@ -24,7 +24,7 @@ import gradio as gr
 from rag.api import EngineAPI
 from rag.config import Settings, get_settings, setup_offline_env
 from rag.errors import AqaError
-from rag.llm import cancel_all
+from rag.llm import cancel_all, reset_cancel_all
 from ui import render
 from ui.app import build_app
 from ui.export import cleanup_exports
@@ -124,6 +124,7 @@ def serve(settings: Settings | None = None, engine: EngineAPI | None = None, *,
     the exit status (130 after SIGINT, 0 after SIGTERM).
     """
     setup_offline_env()  # offline hubs, no telemetry: before the engine loads its models
+    reset_cancel_all()  # a server started again in this process may answer again
     settings = settings or (engine.settings if engine is not None else get_settings())
     main = threading.current_thread() is threading.main_thread()
     caught: list[int] = []

@@ -5,7 +5,7 @@ unsupported or withdrawn sentences flagged.
 
 from __future__ import annotations
 
-from rag.compare import clean_latex
+from rag.text import clean_latex
 from rag.types import (
     ASPECT_LABELS,
     ASPECTS,

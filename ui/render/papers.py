@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from rag.compare import clean_latex
+from rag.text import clean_latex
 from rag.types import (
     CorpusStatus,
     Paper,
