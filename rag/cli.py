@@ -1,7 +1,7 @@
 """The engine's commands of ``aqa``: ingest, search, ask, compare, papers, status.
 
 Every command is a thin call into ``rag.Engine``; ``--json`` prints the
-engine's own ``to_dict()`` structures (schema in README.md). The ``aqa``
+engine's own ``to_dict()`` structures (schema in docs/architecture.md). The ``aqa``
 console script is the top-level ``aqa_cli`` module: it adds the commands that
 other packages register (``serve`` from the UI, ``eval``/``bench`` from
 ``eval.cli``) through ``build_parser(registrars)``, so ``rag`` never imports

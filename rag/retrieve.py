@@ -10,7 +10,8 @@ Plain equal-weight RRF was measured worse than dense alone on paraphrased
 questions, and per-query min-max normalisation lets a weak BM25 match count
 as much as a strong one; dividing BM25 by the query's total IDF instead gives
 "share of the query's information matched", comparable across queries. The
-weights were tuned on eval/questions.jsonl with ICML 2025 distractors (README).
+weights were tuned on eval/questions.jsonl with ICML 2025 distractors
+(docs/results/0.1.0.md, "Retrieval ablations").
 bm25s is used directly (LlamaIndex's BM25Retriever wraps the same library but
 cannot restrict results by metadata filters).
 """

@@ -4,7 +4,7 @@ Each rule has a name, a one-line docstring, its thresholds in ``Settings``,
 and returns a ``RuleFiring`` that goes into the answer's JSON trace. Rules
 are general (about the shape of evidence and questions), never about
 particular questions or papers; each stays only if it helps on questions
-it was not written from (see README, "Decision rules"). What a question
+it was not written from (docs/architecture.md, "Adding a rule or a signal"). What a question
 asks for and which papers it names are read in ``rag.reading``.
 
 Gates before the model:  off_topic, unknown_name.
