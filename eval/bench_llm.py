@@ -11,6 +11,7 @@ from typing import Any
 
 from eval import metrics as M
 from eval.bench_common import BenchContext, _r, peak_rss_mb, say
+from rag.progress import Progress
 
 # --- LLM -----------------------------------------------------------------------
 
@@ -36,6 +37,7 @@ def bench_llm(ctx: BenchContext) -> dict[str, Any]:
             "any first token that reads an evidence prompt of that length")
     questions = llm_questions(ctx, eng, ctx.cfg["llm_questions"])
     runs = []
+    bar = Progress(len(questions), verb="asked", unit="question", every=1, desc="bench llm")
     for q in questions:
         n_tok, t_first, t_last, answer = 0, None, None, None
         t0 = time.perf_counter()
@@ -70,6 +72,8 @@ def bench_llm(ctx: BenchContext) -> dict[str, Any]:
         runs.append(r)
         say(f"- TTFT {r['ttft_s']} s, {r['tokens']} tokens at {r['tokens_per_s']} tok/s, "
             f"total {r['total_s']} s: {q}")
+        bar.step(f"TTFT {r['ttft_s']} s")
+    bar.close()
     def pct(key: str, q: int) -> float | None:
         vals = [r[key] for r in runs if r[key] is not None]
         return _r(M.percentile(vals, q)) if vals else None

@@ -229,6 +229,7 @@ def run_eval(
 ) -> dict[str, Any]:
     """Run every question, write the run folder, return the summary."""
     from eval.report import write_report
+    from rag.progress import Progress
 
     out_dir.mkdir(parents=True, exist_ok=True)
     k = int(engine.settings.retrieval.top_k)
@@ -239,6 +240,10 @@ def run_eval(
     # Warm-up, untimed: the first search loads the embedding model and builds
     # the BM25 snapshot; that one-off cost is not a per-question latency.
     engine.search(questions[0].question, k=cfg.search_k)
+    # Progress: a bar with counts and ETA on a terminal, a line per question
+    # (with the ETA) in a log; a caller's own ``progress`` gets the lines.
+    bar = Progress(len(questions), verb="evaluated", unit="question", every=1,
+                   desc="eval") if progress is None else None
     with results_path.open("w", encoding="utf-8") as f:
         for i, q in enumerate(questions, 1):
             rec = evaluate_question(engine, q, use_llm=cfg.use_llm, search_k=cfg.search_k, k=k)
@@ -246,8 +251,14 @@ def run_eval(
             f.write(json.dumps(rec, ensure_ascii=False) + "\n")
             f.flush()
             mark = "ok " if rec["metrics"].get("pass") else "FAIL"
-            say(f"[{i}/{len(questions)}] {mark} {q.id} ({q.type}) "
-                f"{rec['timings'].get('total_ms') or rec['timings']['search_ms']:.0f} ms")
+            note = (f"{mark} {q.id} ({q.type}) "
+                    f"{rec['timings'].get('total_ms') or rec['timings']['search_ms']:.0f} ms")
+            if bar is not None:
+                bar.step(note)
+            else:
+                say(f"[{i}/{len(questions)}] {note}")
+    if bar is not None:
+        bar.close()
     summary = summarize(records, use_llm=cfg.use_llm, k=k, n_boot=cfg.n_boot, seed=cfg.seed)
     summary["run"] = run_metadata(engine, cfg, time.perf_counter() - t0)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

@@ -45,6 +45,8 @@ from urllib.parse import urlsplit
 import yaml
 
 from rag.errors import AqaError
+from rag.progress import Progress
+from rag.progress import duration as _duration
 
 DEFAULT_BASE_URL = "https://proceedings.mlr.press"
 DEFAULT_RATE = 1.0  # requests per second: polite to a volunteer-run static site
@@ -356,43 +358,6 @@ def _read_manifest(out: Path) -> dict[str, Any]:
 # ---------------------------------------------------------------- progress
 
 
-class Progress:
-    """A tqdm bar (counts, rate, ETA) on a terminal; plain lines otherwise."""
-
-    def __init__(self, total: int, *, stream: Any = None,
-                 every: int = PLAIN_PROGRESS_EVERY) -> None:
-        self.stream = stream or sys.stderr
-        self.total, self.done, self.every = total, 0, every
-        self.start = time.monotonic()
-        self.bar = None
-        if total and hasattr(self.stream, "isatty") and self.stream.isatty():
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, unit="paper", file=self.stream, dynamic_ncols=True)
-
-    def step(self, note: str = "") -> None:
-        self.done += 1
-        if self.bar is not None:
-            if note:
-                self.bar.set_postfix_str(note, refresh=False)
-            self.bar.update(1)
-        elif self.done % self.every == 0 or self.done == self.total:
-            elapsed = time.monotonic() - self.start
-            left = (self.total - self.done) * elapsed / self.done
-            print(f"fetched {self.done}/{self.total} papers ({elapsed:.0f}s, "
-                  f"ETA {_duration(left)}){f'; {note}' if note else ''}",
-                  file=self.stream, flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
-def _duration(seconds: float) -> str:
-    s = int(round(seconds))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
-
-
 # ---------------------------------------------------------------- the fetch
 
 
@@ -485,7 +450,8 @@ def fetch_volume(volume: str, out: Path, *, base_url: str = DEFAULT_BASE_URL,
             print(f"{index.title}: {len(entries)} papers, {len(todo)} to fetch into {out} "
                   f"(1 request each, at most {rate:g}/s: about {_duration(len(todo) / rate)})…",
                   file=stream or sys.stderr, flush=True)
-        bar = Progress(len(todo), stream=stream) if progress else None
+        bar = (Progress(len(todo), verb="fetched", unit="paper", stream=stream,
+                       every=PLAIN_PROGRESS_EVERY) if progress else None)
         try:
             for n, entry in enumerate(todo, start=1):
                 _fetch_one(client, base_url, index, entry, out, report, no_abstract)

@@ -36,6 +36,8 @@ __all__ = ["BATCH_PAPERS", "Chunker", "IndexHealth", "VectorIndex", "chunk_id",
 
 BATCH_PAPERS = 32
 BATCH_PAPERS_MAX = 128
+PROGRESS_MIN_PAPERS = 64  # an ingest this small finishes before a bar would help
+PROGRESS_LINE_EVERY = 500  # papers between plain progress lines (not a terminal)
 CHROMA_MIN_BATCH = 5000  # delete/get slices below, and the fallback write limit
 log = logging.getLogger(__name__)
 
@@ -487,15 +489,18 @@ def _batches(todo: list[tuple[Paper, str]]):
 
 
 def _progress(total: int, enabled: bool):
-    """tqdm bar on stderr for long ingests; a no-op for small ones."""
-    if not enabled or total < 64:
+    """Progress of a long ingest (``rag.progress``: a bar on a terminal, plain
+    lines in a log); a no-op for small ones."""
+    if not enabled or total < PROGRESS_MIN_PAPERS:
         return lambda n, close=False: None
-    from tqdm import tqdm
+    from rag.progress import Progress
 
-    bar = tqdm(total=total, unit="paper", desc="Embedding")
+    bar = Progress(total, verb="embedded", unit="paper", desc="Embedding",
+                   every=PROGRESS_LINE_EVERY)
 
     def step(n: int, close: bool = False) -> None:
-        bar.update(n)
+        if n:
+            bar.step(n=n)
         if close:
             bar.close()
 

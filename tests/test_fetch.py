@@ -23,12 +23,12 @@ from rag.fetch import (
     MANIFEST_NAME,
     POSTS_DIR,
     Client,
-    Progress,
     fetch_volume,
     normalise_volume,
     parse_abs_page,
     parse_index,
 )
+from rag.progress import Progress
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pmlr"
 KEYS = ["a-mancisidor25a", "aamand25b", "abbahaddou25a", "abdulhai25a"]
@@ -296,7 +296,7 @@ def test_progress_is_a_bar_on_a_terminal_and_lines_otherwise():
 
     tty, plain = Tty(), io.StringIO()
     for stream in (tty, plain):
-        bar = Progress(3, stream=stream, every=2)
+        bar = Progress(3, verb="fetched", unit="paper", stream=stream, every=2)
         for _ in range(3):
             bar.step()
         bar.close()
