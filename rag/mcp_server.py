@@ -404,6 +404,33 @@ def _engine_factory(settings: Settings) -> Callable[[], EngineAPI]:
     return make
 
 
+class BasicAuth:
+    """ASGI middleware: HTTP Basic auth with the app's login (AQA_AUTH_USER,
+    AQA_AUTH_PASSWORD) in front of the streamable HTTP endpoint; a request
+    without it gets 401. The SDK has OAuth, not a shared login, hence this."""
+
+    def __init__(self, app: Any, user: str, password: str) -> None:
+        import base64
+
+        self.app = app
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        self.expected = f"Basic {token}".encode()
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        import hmac
+
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"www-authenticate", b'Basic realm="aqa mcp"'),
+                                        (b"content-type", b"text/plain")]})
+                await send({"type": "http.response.body",
+                            "body": b"Login required: the app's AQA_AUTH_USER and password."})
+                return
+        await self.app(scope, receive, send)
+
+
 def _check_port(port: int) -> None:
     """A port in use is one line before anything loads (uvicorn would log a traceback)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -436,8 +463,16 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     if args.http:
         print(f"aqa mcp: streamable HTTP on http://{HTTP_HOST}:{args.port}{HTTP_PATH} "
               f"(index {data_dir})", file=sys.stderr, flush=True)
-        server.run("streamable-http", host=HTTP_HOST, port=args.port,
-                   streamable_http_path=HTTP_PATH)
+        ui = settings.ui
+        if ui.auth_user and ui.auth_password:  # the app's login guards this endpoint too
+            import uvicorn
+
+            app = BasicAuth(server.streamable_http_app(streamable_http_path=HTTP_PATH),
+                            ui.auth_user, ui.auth_password)
+            uvicorn.run(app, host=HTTP_HOST, port=args.port, log_level="warning")
+        else:
+            server.run("streamable-http", host=HTTP_HOST, port=args.port,
+                       streamable_http_path=HTTP_PATH)
     else:
         print(f"aqa mcp: serving {data_dir} over stdio", file=sys.stderr, flush=True)
         server.run("stdio")

@@ -360,6 +360,49 @@ def test_streamable_http_subprocess(fake_index: Path) -> None:
     assert proc.stdout.read() == b""  # people's messages go to stderr
 
 
+def test_streamable_http_uses_the_apps_login_when_set(fake_index: Path) -> None:
+    """With AQA_AUTH_USER/AQA_AUTH_PASSWORD set (the app's login), the HTTP
+    endpoint answers 401 without it and serves an MCP session with it."""
+    import base64
+
+    import httpx
+
+    port = _free_port()
+    env = _env({**fake_env(), "AQA_AUTH_USER": "ada", "AQA_AUTH_PASSWORD": "s3cret"})
+    proc = subprocess.Popen([sys.executable, "-c", LAUNCH, "mcp", "--http", "--port", str(port),
+                             "--data-dir", str(fake_index), "--lazy"], env=env,
+                            cwd=fake_index.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + CALL_TIMEOUT
+        while True:
+            assert proc.poll() is None, proc.communicate()
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not start"
+                time.sleep(0.2)
+        assert httpx.post(url, json={}, timeout=10).status_code == 401
+        wrong = "Basic " + base64.b64encode(b"ada:nope").decode()
+        assert httpx.post(url, json={}, headers={"Authorization": wrong},
+                          timeout=10).status_code == 401
+        login = {"Authorization": "Basic " + base64.b64encode(b"ada:s3cret").decode()}
+
+        async def main() -> set[str]:
+            with anyio.fail_after(CALL_TIMEOUT):
+                async with httpx.AsyncClient(headers=login, timeout=CALL_TIMEOUT) as client:
+                    async with streamable_http_client(url, http_client=client) as (r, w):
+                        async with ClientSession(r, w) as session:
+                            await session.initialize()
+                            return {t.name for t in (await session.list_tools()).tools}
+
+        assert anyio.run(main) == TOOLS
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def test_missing_index_and_port_in_use_are_one_line(tmp_path: Path) -> None:
     env = _env(fake_env())
     r = subprocess.run([sys.executable, "-c", LAUNCH, "mcp", "--data-dir", str(tmp_path / "no")],
