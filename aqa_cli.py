@@ -5,6 +5,9 @@ other packages add, assembled here so that ``rag`` never imports them.
 - ``eval`` and ``bench``: the evaluation suite (``eval.cli.register``; its
   reports need the ``[eval]`` extra).
 - ``mcp``: the MCP server (``rag.mcp_server.register``; needs the ``[mcp]`` extra).
+- ``fetch``: a PMLR volume's abstracts (``rag.fetch.register``).
+- any command an installed package declares in the ``abstracts_qa.commands``
+  entry-point group (``name = "pkg.module:register"``).
 
 A part that cannot be imported still has its command: using it prints what is
 missing and how to install it, instead of the command silently vanishing.
@@ -95,9 +98,30 @@ def _mcp_registrar() -> Registrar:
     return register
 
 
+PLUGIN_GROUP = "abstracts_qa.commands"  # entry points: name -> a register(subparsers) callable
+
+
+def plugin_registrars() -> list[Registrar]:
+    """Commands other installed packages add through the ``abstracts_qa.commands``
+    entry-point group; one that fails to load is reported on stderr in one line
+    and left out, so a broken plugin never breaks ``aqa``."""
+    from importlib.metadata import entry_points
+
+    out: list[Registrar] = []
+    for ep in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
+        try:
+            out.append(ep.load())
+        except Exception as e:  # noqa: BLE001 - a plugin's own failure, said in one line
+            print(f"warning: aqa plugin {ep.name!r} ({ep.value}) failed to load: {e}",
+                  file=sys.stderr)
+    return out
+
+
 def registrars() -> list[Registrar]:
-    """Every subcommand registrar beyond the engine's own commands."""
-    return [register_serve, _eval_registrar(), _mcp_registrar(), register_fetch]
+    """Every subcommand registrar beyond the engine's own commands: this
+    project's other packages, then installed plugins (``PLUGIN_GROUP``)."""
+    return [register_serve, _eval_registrar(), _mcp_registrar(), register_fetch,
+            *plugin_registrars()]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -177,3 +177,32 @@ def test_the_settings_are_a_leaf_even_counting_lazy_imports() -> None:
     assert through == []
     graph = _rag_imports(lazy=True)
     assert "rag.config" not in graph["rag.config_sections"]  # one direction only
+
+
+def test_installed_plugins_add_commands_through_the_entry_point_group(monkeypatch, capsys):
+    """Issue #27: a package adds `aqa` commands through the abstracts_qa.commands
+    entry-point group; a broken one is one warning, not a broken `aqa`."""
+    import importlib.metadata as md
+
+    import aqa_cli
+
+    def register(sub):
+        sub.add_parser("hello").set_defaults(fn=lambda args: print("hi") or 0)
+
+    class EP:
+        def __init__(self, name, value, target):
+            self.name, self.value, self._target = name, value, target
+
+        def load(self):
+            if isinstance(self._target, Exception):
+                raise self._target
+            return self._target
+
+    eps = [EP("hello", "demo:register", register),
+           EP("broken", "nope:register", ImportError("No module named 'nope'"))]
+    monkeypatch.setattr(md, "entry_points",
+                        lambda group=None: eps if group == aqa_cli.PLUGIN_GROUP else [])
+    assert aqa_cli.main(["hello"]) == 0
+    out = capsys.readouterr()
+    assert out.out.strip() == "hi"
+    assert "aqa plugin 'broken' (nope:register) failed to load" in out.err
