@@ -273,6 +273,8 @@ class Answerer(IndexTerms):
             # "How do these two differ?" about chosen papers quotes each of them.
             chosen, r = rules.one_sided_comparison(q, chosen, cands, s, pinned=True)
             trace.append(r)
+            chosen, r = rules.pinned_paper_uncovered(q, chosen, cands, len(hits))
+            trace.append(r)
         chosen, r = rules.value_not_stated(q, chosen, cands)
         trace.append(r)
         sig.value_missing = float(r.fired)

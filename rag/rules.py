@@ -10,7 +10,7 @@ asks for and which papers it names are read in ``rag.reading``.
 Gates before the model:  off_topic, unknown_name.
 Evidence decisions:      no_evidence, off_question_evidence, value_not_stated,
                          value_clause_uncovered, name_not_stated, named_paper_missing, one_sided_comparison,
-                         question_part_uncovered, evidence_not_answering.
+                         question_part_uncovered, pinned_paper_uncovered, evidence_not_answering.
 After the synthesis:     claim_not_in_evidence, evidence_extended, cut_off_sentence,
                          unchosen_paper_not_answering, says_not_stated, all_claims_withdrawn.
 """
@@ -25,6 +25,7 @@ from rag.evidence import Candidate
 from rag.reading import (
     asked_measure,
     asks_name,
+    asks_overview,
     asks_value,
     compares_papers,
     names_in,
@@ -269,6 +270,26 @@ def one_sided_comparison(question: str, chosen: list[Candidate], cands: list[Can
     best = max((c for c in others if c.hit == nxt), key=lambda c: c.relevance)
     chosen = sorted(chosen + [best], key=lambda c: c.id)
     return chosen, RuleFiring("one_sided_comparison", True, f"added [{best.id}]")
+
+
+def pinned_paper_uncovered(question: str, chosen: list[Candidate], cands: list[Candidate],
+                           n_pinned: int) -> tuple[list[Candidate], RuleFiring]:
+    """An overview of chosen papers ("Summarize these papers") quotes each of
+    them: every pinned paper without a chosen sentence gains its closest one."""
+    if n_pinned < 2 or not asks_overview(question):
+        return chosen, RuleFiring("pinned_paper_uncovered", False, "not an overview of papers")
+    have = {c.hit for c in chosen}
+    added = []
+    for hit in range(n_pinned):
+        own = [c for c in cands if c.hit == hit]
+        if hit not in have and own:
+            added.append(max(own, key=lambda c: c.relevance))
+    if not added:
+        return chosen, RuleFiring("pinned_paper_uncovered", False, "every paper quoted")
+    chosen = sorted(chosen + added, key=lambda c: c.id)
+    return chosen, RuleFiring("pinned_paper_uncovered", True,
+                              "added " + ", ".join(f"[{c.id}]" for c in added),
+                              data={"added": [c.id for c in added]})
 
 
 def unchosen_paper_not_answering(paper: str, p_no: float | None, threshold: float) -> RuleFiring:

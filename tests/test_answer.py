@@ -943,3 +943,23 @@ def test_conversation_resolves_the_other_one_against_an_earlier_answer(fake_engi
 ])
 def test_asks_value_needs_the_measure_word_to_end_its_noun_phrase(question, asks):
     assert asks_value(question) is asks
+
+
+def test_summarize_these_papers_quotes_every_pinned_paper(fake_engine):
+    """Issue #26: "Summarize these papers" about chosen papers covers each one,
+    even when the model's evidence choice took sentences of only the first."""
+    from rag.types import Filters
+
+    eng = fake_engine(llm=ScriptedLLM(pick("MELON"), "MELON masks tool calls. ShieldAgent "
+                                      "builds rule circuits."))
+    ids = by_name(eng)
+    a = eng.ask("Summarize these papers.",
+                filters=Filters(paper_ids=[ids["MELON"], ids["ShieldAgent"]]))
+    assert "pinned_paper_uncovered" in rules_fired(a)
+    assert {short_title(c.paper.title) for c in a.citations} >= {"MELON", "ShieldAgent"}
+    for c in a.citations:
+        assert c.quotes and all(q in c.paper.abstract for q in c.quotes)
+    # A detail question about the same papers is not padded with every paper.
+    b = eng.ask("Which of these uses AgentDojo?",
+                filters=Filters(paper_ids=[ids["MELON"], ids["ShieldAgent"]]))
+    assert "pinned_paper_uncovered" not in rules_fired(b)
