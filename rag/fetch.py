@@ -2,17 +2,11 @@
 abstracts and links (never PDFs) from proceedings.mlr.press into a folder that
 ``aqa ingest <folder>`` reads.
 
-What this module owns:
+What this module owns (the HTTP client is ``rag.fetch_http``, the page parsing
+``rag.pmlr_pages``; their public names are re-exported here):
 
-- the HTTP side: one polite client (a rate limit between request starts,
-  retries with exponential backoff on 5xx/429, timeouts and connection errors,
-  one-line ``AqaError``s when the host cannot be reached);
-- parsing the two PMLR page kinds: the volume index ``/v<N>/`` (one
-  ``<div class="paper">`` per paper: title, authors, ``[abs]``/PDF/OpenReview/
-  Software links) and a paper's abs page ``/v<N>/<key>.html`` (the abstract in
-  ``<div id="abstract">``, authors and dates in ``<meta name="citation_*">``);
-  abstracts are only on the abs pages, so a volume costs 1 + one request per
-  paper;
+- the fetch: the volume index, then one abs page per paper, so a volume costs
+  1 + one request per paper;
 - the output folder: one PMLR Jekyll post per paper, ``<out>/_posts/<key>.md``,
   the format of ``mlresearch/v<N>/_posts`` that ``rag.readers.pmlr`` reads
   (title, abstract, id = PMLR key, authors, url, links, container title ->
@@ -28,300 +22,52 @@ What this module owns:
 from __future__ import annotations
 
 import argparse
-import html
 import json
 import os
 import re
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
-
-import yaml
 
 from rag.errors import AqaError
+from rag.fetch_http import (
+    DEFAULT_BACKOFF_S,
+    DEFAULT_RATE,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    MAX_BACKOFF_S,
+    RETRY_STATUS,
+    USER_AGENT,
+    Client,
+    HostUnreachable,
+    HttpFailure,
+)
+from rag.pmlr_pages import (
+    LINK_FIELDS,
+    AbsPage,
+    IndexEntry,
+    VolumeIndex,
+    parse_abs_page,
+    parse_index,
+    post_fields,
+    render_post,
+)
 from rag.progress import Progress
 from rag.progress import duration as _duration
 
 DEFAULT_BASE_URL = "https://proceedings.mlr.press"
-DEFAULT_RATE = 1.0  # requests per second: polite to a volunteer-run static site
-DEFAULT_RETRIES = 4  # retries after the first try (5 tries in all)
-DEFAULT_BACKOFF_S = 2.0  # first retry waits this long, then 2x, 4x, ...
-MAX_BACKOFF_S = 60.0  # no single wait (backoff or Retry-After) is longer
-DEFAULT_TIMEOUT_S = 30.0  # the v267 index page is several MB
 LIST_SHOW = 10  # papers `--list` prints
 PLAIN_PROGRESS_EVERY = 50  # papers between progress lines when stderr is not a TTY
 MANIFEST_EVERY = 50  # papers between manifest rewrites (posts themselves are the truth)
 POSTS_DIR = "_posts"
 MANIFEST_NAME = ".pmlr-fetch.json"  # hidden: `aqa ingest` skips it
 SOURCES = ("pmlr",)
-USER_AGENT = "abstracts-qa (aqa fetch; metadata only, rate-limited)"
-RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 
 _VOLUME = re.compile(r"^v?(\d+)$", re.IGNORECASE)
-_HEADING = re.compile(r"<h([12])[^>]*>(.*?)</h\1>", re.DOTALL | re.IGNORECASE)
-_PAPER_START = re.compile(r'<div\s+class="paper"\s*>', re.IGNORECASE)
-_TITLE = re.compile(r'<p\s+class="title"[^>]*>(.*?)</p>', re.DOTALL | re.IGNORECASE)
-_AUTHORS = re.compile(r'<span\s+class="authors"[^>]*>(.*?)</span>', re.DOTALL | re.IGNORECASE)
-_LINK = re.compile(r"<a\s([^>]*)>(.*?)</a>", re.DOTALL | re.IGNORECASE)
-_ATTR = re.compile(r'([A-Za-z_:][-\w:.]*)\s*=\s*(?:"([^"]*)"|\'([^\']*)\')')
-_META = re.compile(r"<meta\s[^>]*>", re.IGNORECASE)
-_ABSTRACT = re.compile(r'<div\s+id="abstract"[^>]*>(.*?)</div>', re.DOTALL | re.IGNORECASE)
-_KEY = re.compile(r"/([^/]+)\.html$")
-_TAG = re.compile(r"<[^>]+>")
-_WS = re.compile(r"\s+")
-_YEAR = re.compile(r"(?<!\d)((?:19|20)\d{2})(?!\d)")
-
-# link text on PMLR pages -> post field (the names rag.readers.pmlr reads)
-LINK_FIELDS = {
-    "download pdf": "pdf",
-    "pdf": "pdf",
-    "openreview": "openreview",
-    "software": "software",
-    "code": "software",
-    "supplementary pdf": "supplementary",
-    "supplementary material": "supplementary",
-    "supplementary": "supplementary",
-    "video": "video",
-}
-_NOT_LINKS = frozenset({"abs", "edit", "bib", "citeproc"})
-
-
-# ---------------------------------------------------------------- parsing
-
-
-def _text(fragment: str) -> str:
-    """HTML fragment -> plain single-spaced text."""
-    return _WS.sub(" ", html.unescape(_TAG.sub(" ", fragment))).strip()
-
-
-def _attrs(tag: str) -> dict[str, str]:
-    return {m.group(1).lower(): html.unescape(m.group(2) if m.group(2) is not None
-                                              else m.group(3))
-            for m in _ATTR.finditer(tag)}
-
-
-@dataclass
-class IndexEntry:
-    """One paper as the volume index lists it."""
-
-    key: str  # the PMLR key, e.g. "chen25ae" (abs page /v267/chen25ae.html)
-    title: str  # plain text
-    authors: list[str]  # display names, "Given Family"
-    links: dict[str, str] = field(default_factory=dict)  # post field -> URL
-    extras: list[dict[str, str]] = field(default_factory=list)  # other links: label, link
-
-
-@dataclass
-class VolumeIndex:
-    volume: str  # "267"
-    title: str  # the heading, e.g. "Volume 267: International Conference on ..."
-    url: str
-    papers: list[IndexEntry]
-
-
-def _links(fragment: str) -> tuple[str | None, dict[str, str], list[dict[str, str]]]:
-    """(abs href, known links by post field, other links) of a page fragment."""
-    abs_href, links, extras = None, {}, []
-    for m in _LINK.finditer(fragment):
-        href = _attrs(m.group(1)).get("href", "").strip()
-        label = _text(m.group(2))
-        if not href or not label:
-            continue
-        low = label.lower()
-        if low == "abs":
-            abs_href = href
-        elif low in LINK_FIELDS:
-            links.setdefault(LINK_FIELDS[low], href)
-        elif low not in _NOT_LINKS:
-            extras.append({"label": label, "link": href})
-    return abs_href, links, extras
-
-
-def parse_index(page: str, volume: str, url: str) -> VolumeIndex:
-    """The papers of a volume index page, in page order. Entries without an
-    ``[abs]`` link (nothing to fetch) are left out."""
-    heading = _HEADING.search(page)
-    title = _text(heading.group(2)) if heading else f"Volume {volume}"
-    starts = [m.end() for m in _PAPER_START.finditer(page)]
-    papers: list[IndexEntry] = []
-    seen: set[str] = set()
-    for i, start in enumerate(starts):
-        chunk = page[start: (starts[i + 1] if i + 1 < len(starts) else len(page))]
-        abs_href, links, extras = _links(chunk)
-        key_m = _KEY.search(urlsplit(abs_href).path) if abs_href else None
-        if not key_m or key_m.group(1) in seen:
-            continue
-        seen.add(key_m.group(1))
-        t = _TITLE.search(chunk)
-        a = _AUTHORS.search(chunk)
-        authors = ([n for n in (_text(x) for x in a.group(1).split(",")) if n] if a else [])
-        papers.append(IndexEntry(key=key_m.group(1), title=_text(t.group(1)) if t else "",
-                                 authors=authors, links=links, extras=extras))
-    return VolumeIndex(volume=volume, title=title, url=url, papers=papers)
-
-
-@dataclass
-class AbsPage:
-    """What a paper's abs page adds to its index entry."""
-
-    abstract: str | None  # inner HTML, whitespace collapsed (the reader cleans markup)
-    meta: dict[str, list[str]]  # citation_* name -> values, in page order
-    links: dict[str, str]
-    extras: list[dict[str, str]]
-
-
-def parse_abs_page(page: str) -> AbsPage:
-    meta: dict[str, list[str]] = {}
-    for tag in _META.findall(page):
-        a = _attrs(tag)
-        name = a.get("name", "").lower()
-        if name.startswith("citation_") and "content" in a:
-            meta.setdefault(name, []).append(_WS.sub(" ", a["content"]).strip())
-    m = _ABSTRACT.search(page)
-    abstract = _WS.sub(" ", m.group(1)).strip() if m else None
-    _, links, extras = _links(page)
-    return AbsPage(abstract=abstract or None, meta=meta, links=links, extras=extras)
-
-
-def _author(name: str) -> dict[str, str]:
-    """A ``citation_author`` ("Family, Given") as the post's ``given``/``family``."""
-    family, sep, given = name.partition(",")
-    if sep and family.strip() and given.strip() and "," not in given:
-        return {"given": given.strip(), "family": family.strip()}
-    return {"name": name.strip()}
-
-
-def post_fields(entry: IndexEntry, page: AbsPage, index: VolumeIndex,
-                abs_url: str) -> dict[str, Any]:
-    """The front matter of a paper's post (fields ``rag.readers.pmlr`` reads,
-    plus page numbers, kept as PMLR has them)."""
-    meta = {k: v[0] for k, v in page.meta.items() if v}
-    authors = ([_author(a) for a in page.meta.get("citation_author", []) if a.strip()]
-               or [{"name": a} for a in entry.authors])
-    date = meta.get("citation_publication_date", "").replace("/", "-") or None
-    year_m = _YEAR.search(date or "") or _YEAR.search(index.title)
-    container = (meta.get("citation_conference_title") or meta.get("citation_journal_title")
-                 or re.sub(r"^Volume \d+:\s*", "", index.title))
-    links = {**page.links, **entry.links}  # the index's links win, the abs page fills gaps
-    if meta.get("citation_pdf_url"):
-        links.setdefault("pdf", meta["citation_pdf_url"])
-    extras = list(entry.extras)
-    extras += [x for x in page.extras if x["link"] not in {e["link"] for e in extras}]
-    fields: dict[str, Any] = {
-        "title": entry.title or _text(meta.get("citation_title", "")),
-        "abstract": page.abstract,
-        "id": entry.key,
-        "volume": index.volume,
-        "author": authors,
-        "container-title": container,
-        "date": date,
-        "year": year_m.group(1) if year_m else None,
-        "url": abs_url,
-        **{k: links[k] for k in ("pdf", "openreview", "software", "supplementary", "video")
-           if links.get(k)},
-        "firstpage": meta.get("citation_firstpage"),
-        "lastpage": meta.get("citation_lastpage"),
-        "extras": extras,
-        "layout": "inproceedings",
-        "publisher": "PMLR",
-    }
-    return {k: v for k, v in fields.items() if v not in (None, "")}
-
-
-def render_post(fields: dict[str, Any]) -> str:
-    front = yaml.safe_dump(fields, sort_keys=False, allow_unicode=True, width=100)
-    return f"---\n{front}---\n"
-
-
-# ---------------------------------------------------------------- HTTP
-
-
-class HostUnreachable(AqaError):
-    """The host did not answer at all (DNS, refused, timeouts), after retries."""
-
-
-class HttpFailure(AqaError):
-    """The host answered with an error status (after retries, for 5xx/429)."""
-
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def _unreachable(host: str, reason: str) -> HostUnreachable:
-    return HostUnreachable(
-        f"cannot reach {host}: {reason} — check your connection; re-running resumes"
-    )
-
-
-class Client:
-    """GET with a rate limit between request starts and retries with
-    exponential backoff. ``sleep``/``clock`` are injectable for tests."""
-
-    def __init__(self, *, rate: float = DEFAULT_RATE, retries: int = DEFAULT_RETRIES,
-                 backoff: float = DEFAULT_BACKOFF_S, timeout: float = DEFAULT_TIMEOUT_S,
-                 sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        import httpx  # pinned by chromadb; imported here so `aqa --help` stays fast
-
-        if rate <= 0:
-            raise AqaError(f"--rate must be above 0 requests per second, got {rate}")
-        self._httpx = httpx
-        self.interval, self.retries, self.backoff = 1.0 / rate, max(0, retries), backoff
-        self.sleep, self.clock = sleep, clock
-        self.requests = 0  # requests sent, retries included
-        self._next_at = 0.0
-        self._http = httpx.Client(timeout=timeout, follow_redirects=True,
-                                  headers={"User-Agent": USER_AGENT})
-
-    def close(self) -> None:
-        self._http.close()
-
-    def _throttle(self) -> None:
-        wait = self._next_at - self.clock()
-        if wait > 0:
-            self.sleep(wait)
-        self._next_at = self.clock() + self.interval
-
-    def _wait(self, attempt: int, retry_after: str | None) -> None:
-        delay = self.backoff * (2 ** attempt)
-        if retry_after and retry_after.strip().isdigit():  # a server's own hint wins
-            delay = max(delay, float(retry_after))
-        self.sleep(min(delay, MAX_BACKOFF_S))
-
-    def get(self, url: str) -> str:
-        """The body of ``url``; ``HostUnreachable`` or ``HttpFailure`` after retries."""
-        host = urlsplit(url).netloc or url
-        httpx = self._httpx
-        for attempt in range(self.retries + 1):
-            last = attempt == self.retries
-            self._throttle()
-            self.requests += 1
-            try:
-                resp = self._http.get(url)
-            except (httpx.TimeoutException, httpx.NetworkError,
-                    httpx.RemoteProtocolError) as e:
-                if last:
-                    raise _unreachable(host, str(e) or type(e).__name__) from None
-                self._wait(attempt, None)
-                continue
-            except httpx.HTTPError as e:  # a bad URL, a redirect loop: retrying won't help
-                raise AqaError(f"cannot fetch {url}: {e}") from None
-            if resp.status_code < 400:
-                return resp.text
-            if resp.status_code in RETRY_STATUS and not last:
-                self._wait(attempt, resp.headers.get("Retry-After"))
-                continue
-            tries = f" after {attempt + 1} tries" if attempt else ""
-            raise HttpFailure(f"{host} answered HTTP {resp.status_code} for {url}{tries}",
-                              resp.status_code)
-        raise AssertionError("unreachable")  # the loop always returns or raises
 
 
 # ---------------------------------------------------------------- output folder
@@ -353,9 +99,6 @@ def _read_manifest(out: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}  # a damaged manifest only costs refetching papers without abstracts
     return data if isinstance(data, dict) else {}
-
-
-# ---------------------------------------------------------------- progress
 
 
 # ---------------------------------------------------------------- the fetch
@@ -593,6 +336,8 @@ def _positive_int(value: str) -> int:
 
 
 __all__ = [
-    "Client", "FetchReport", "IndexEntry", "VolumeIndex", "fetch_volume", "list_volume",
-    "parse_abs_page", "parse_index", "post_fields", "register", "render_post",
+    "DEFAULT_BACKOFF_S", "DEFAULT_RATE", "DEFAULT_RETRIES", "DEFAULT_TIMEOUT_S", "LINK_FIELDS",
+    "MAX_BACKOFF_S", "RETRY_STATUS", "USER_AGENT", "AbsPage", "Client", "FetchReport",
+    "HostUnreachable", "HttpFailure", "IndexEntry", "VolumeIndex", "fetch_volume",
+    "list_volume", "parse_abs_page", "parse_index", "post_fields", "register", "render_post",
 ]
