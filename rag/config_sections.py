@@ -285,7 +285,7 @@ class UISettings(Section):
                            "the UI runs at once.")
     ui_queue_size: int = _doc(256, "Requests of any kind that may wait in Gradio's queue; "
                               "chat answers are admitted by AQA_UI_MAX_WAIT instead.")
-    ui_max_wait: float = _doc(5.0, "A chat question that would wait longer than this many "
+    ui_max_wait: float = _doc(30.0, "A chat question that would wait longer than this many "
                               "seconds (estimated from recent answers) for an answer slot is "
                               "refused at once with when to retry; at least one may always "
                               "wait.")
