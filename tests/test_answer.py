@@ -892,7 +892,8 @@ def test_references_in_a_question_about_chosen_papers_mean_those_papers(fake_eng
     # paper, not the paper the previous answer cited.
     from rag.types import Filters
 
-    eng = fake_engine()
+    # A scripted model: the fake engine's default would load the real GGUF (27 s).
+    eng = fake_engine(llm=ScriptedLLM(pick("ShieldAgent"), "ShieldAgent is a guardrail."))
     ids = by_name(eng)
     history = [{"role": "user", "content": "Which papers defend agents?"},
                {"role": "assistant", "content": "MELON does [1].", "papers": [ids["MELON"]]}]
