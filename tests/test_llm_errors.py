@@ -485,7 +485,7 @@ def test_server_concurrency_is_capped():
     """However many callers, at most llm_concurrency streams reach the server."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from eval.load import FakeOpenAI
+    from eval.fake_llm import FakeOpenAI
 
     srv = FakeOpenAI(delay=0.4)
     threading.Thread(target=srv.serve_forever, daemon=True).start()

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from eval.load import FakeOpenAI, wait_http
+from eval.fake_llm import FakeOpenAI
+from eval.load import wait_http
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
