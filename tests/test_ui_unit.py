@@ -407,6 +407,24 @@ def test_a_full_house_refuses_at_once_with_when_to_retry_and_second_answers_are_
     assert isinstance(second[3], str) and Path(second[3]).is_file()  # a value update
 
 
+def test_streaming_redraws_are_batched_to_ten_per_second():
+    """Issue #29, item 16: each redraw is a Gradio event for the whole server;
+    tokens arriving faster than 10 per second are batched, and the last batch
+    is still shown before the checked answer."""
+
+    class Fast(FakeEngine):
+        def ask_stream(self, question, *, history=(), k=None, filters=None):
+            yield StreamEvent("status", "Searching the abstracts…")
+            for i in range(200):
+                yield StreamEvent("token", f"w{i} ")
+            yield StreamEvent("answer", answer=make_answer())
+
+    outs = _drain(AqaUI(Fast()).respond("What does ShieldAgent do?", [], [], [], [], [], 5, []))
+    streamed = [o[0] for o in outs if "▌" in o[0]]
+    assert 1 <= len(streamed) <= 5  # not 200
+    assert "w199" in streamed[-1]
+
+
 def test_respond_uses_plain_history_and_filters():
     eng = FakeEngine()
     ui = AqaUI(eng)

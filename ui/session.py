@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 # model on 2 cores, and a model server (measured ~1-2 s with a fast one).
 FIRST_ESTIMATE_LOCAL_S = 15.0
 FIRST_ESTIMATE_SERVER_S = 2.0
+STREAM_UPDATES_PER_S = 10  # redraws of a streaming answer (tokens between are batched)
 
 # Example questions once papers are pinned ("Ask about selected").
 PINNED_EXAMPLES_ONE = ["Summarize this paper.", "What are its limitations?",
@@ -296,10 +298,18 @@ class AqaUI:
                     question, history=hist, k=int(k) if k else None, filters=filters),
                 self.settings.ui.ui_timeout,
             )
+            shown_at, pending = 0.0, False
             for ev in events:
                 if ev.kind == "token":
                     partial += ev.text
-                    yield render.stream_markdown(partial), *waiting
+                    # At most STREAM_UPDATES_PER_S redraws: each is a Gradio event
+                    # (postprocess, SSE) for the whole server, while the reader
+                    # sees no difference above ~10 per second.
+                    now = time.monotonic()
+                    pending = now - shown_at < 1.0 / STREAM_UPDATES_PER_S
+                    if not pending:
+                        shown_at = now
+                        yield render.stream_markdown(partial), *waiting
                 elif ev.kind == "status" and not partial:
                     yield f"_{render.md_escape(ev.text)}_", *waiting
                 elif ev.kind == "evidence" and ev.answer is not None:
@@ -308,6 +318,8 @@ class AqaUI:
                            else render.stream_markdown(partial),
                            render.citations_panel(ev.answer, preliminary=True), *waiting[1:])
                 elif ev.kind == "answer":
+                    if pending:  # the tokens batched since the last redraw, then the check
+                        yield render.stream_markdown(partial), *waiting
                     answer = ev.answer
             if answer is None:
                 raise AqaError("The engine finished without an answer.")
