@@ -59,6 +59,14 @@ THEY_REF = re.compile(r"\b(?:(do|are|have|were)\s+)?(they)\b|\b(their)\b|(?<!\bo
                       re.IGNORECASE)
 _AGREE = {"do": "does", "are": "is", "have": "has", "were": "was"}
 # "What about the other one?": the paper an earlier answer cited besides the last one's.
+# A question about the collection ("Which papers attack web agents rather than
+# defend them?") is a new search: a bare "them/they/their" in it refers to
+# something the question itself names, not to the papers of the last answer.
+COLLECTION_QUESTION = re.compile(
+    r"^\s*(?:(?:which|what)\s+(?:other\s+)?(?:papers|works|studies|articles)\b|"
+    r"(?:are\s+there|is\s+there|find|list|show\s+me)\s+(?:any\s+)?(?:papers|works|studies)\b)",
+    re.IGNORECASE)
+BARE_PLURAL = frozenset({"them", "they", "their"})
 OTHER_REF = re.compile(rf"\bthe\s+other(?:\s+{_NOUN})?\b(?!\s+(?:hand|way)\b)", re.IGNORECASE)
 # "Which one is faster?", "Which of the two needs training?": a choice among the cited papers.
 WHICH_REF = re.compile(rf"\bwhich\s+(?:one|of\s+(?:the|these|those)\s+(?:two|three|four|{_NOUN}s))\b",
@@ -130,6 +138,15 @@ def _join(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
+def _plural_ref(text: str, collection: bool) -> re.Match | None:
+    """The first plural reference to earlier papers; in a question about the
+    collection, a bare pronoun is the question's own (see COLLECTION_QUESTION)."""
+    for m in PLURAL_REF.finditer(text):
+        if not (collection and m.group(0).lower() in BARE_PLURAL):
+            return m
+    return None
+
+
 def resolve(question: str, history: History, papers: Mapping[str, Paper]) -> Resolution:
     """Replace references to earlier papers with their names, and say which
     papers the question is about.
@@ -151,6 +168,7 @@ def resolve(question: str, history: History, papers: Mapping[str, Paper]) -> Res
     chosen: list[str] = []
     text = question
     how = ""
+    collection = bool(COLLECTION_QUESTION.search(question))
     m = ORDINAL_REF.search(text)
     if (o := OTHER_REF.search(text)) and (ids := other_papers(history, papers)[:1]):
         chosen, how = ids, f"'{o.group(0)}' of an earlier answer"
@@ -158,7 +176,7 @@ def resolve(question: str, history: History, papers: Mapping[str, Paper]) -> Res
     elif m and (ids := pick(m)):
         chosen, how = ids, f"ordinal '{m.group(0)}'"
         text = text[: m.start()] + papers[ids[0]].name + text[m.end():]
-    elif (m := PLURAL_REF.search(text)) and len(prior) > 1:
+    elif (m := _plural_ref(text, collection)) and len(prior) > 1:
         chosen, how = prior[:4], f"plural '{m.group(0)}'"
         names = [papers[p].name for p in chosen]
         word = m.group(0).lower()
@@ -176,7 +194,7 @@ def resolve(question: str, history: History, papers: Mapping[str, Paper]) -> Res
     elif m := ROLE_REF.search(text):
         chosen, how = prior[:1], f"reference '{m.group(0)}'"
         text = text[: m.start()] + f"{papers[chosen[0]].name}'s {m.group(1)}" + text[m.end():]
-    elif (m := THEY_REF.search(text)) and len(prior) == 1:
+    elif not collection and (m := THEY_REF.search(text)) and len(prior) == 1:
         word = next(g for g in m.groups()[1:] if g)
         chosen, how = prior, f"reference '{word}'"
         name = papers[prior[0]].name

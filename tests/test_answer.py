@@ -931,6 +931,23 @@ def test_conversation_resolves_the_other_one_against_an_earlier_answer(fake_engi
     assert resolve("On the other hand, is it fast?", h, papers).pinned == [by["ShieldAgent"]]
 
 
+def test_a_question_about_the_collection_is_not_rewritten_as_a_follow_up(fake_engine):
+    """Issue #26: a new "which papers …" question after an answer is asked as
+    it stands: its bare "them" is the web agents it names, not the last
+    answer's papers; explicit references still resolve."""
+    eng = fake_engine()
+    papers = eng.retriever.snapshot().papers
+    by = by_name(eng)
+    h = [{"role": "user", "content": "Which papers defend agents?"},
+         {"role": "assistant", "content": "x", "papers": [by["ShieldAgent"], by["MELON"]]}]
+    q = "Which papers attack web agents rather than defend them?"
+    r = resolve(q, h, papers)
+    assert r.question == q and not r.pinned and not r.include
+    assert resolve("How do they differ?", h, papers).include  # a follow-up still resolves
+    assert "ShieldAgent" in resolve("Which papers improve on both of them?", h, papers).question
+    assert "MELON" in resolve("What are their limitations?", h, papers).question
+
+
 @pytest.mark.parametrize(("question", "asks"), [
     ("What accuracy does it reach on ImageNet?", True),
     ("What is the speed-up of the method over vLLM?", True),
