@@ -121,6 +121,18 @@ def other_papers(history: History, papers: Mapping[str, Paper]) -> list[str]:
     return []
 
 
+def in_asked_order(prior: list[str], history: History, papers: Mapping[str, Paper]) -> list[str]:
+    """``prior`` (the last answer's papers) in the order the last question named
+    them, when it named two or more of them ("Compare MELON and ShieldAgent":
+    "the former" is MELON, whatever the answer cited first); else unchanged."""
+    last_q = next((str(m.get("content") or "") for m in reversed(list(history))
+                   if m.get("role") == "user"), "")
+    named = [p for p in _titles_in(last_q, {p: papers[p] for p in prior})]
+    if len(named) < 2:
+        return prior
+    return named + [p for p in prior if p not in named]
+
+
 def _titles_in(text: str, papers: Mapping[str, Paper]) -> list[str]:
     """Papers whose (short) title appears in a text, in order of appearance."""
     found: list[tuple[int, str]] = []
@@ -158,12 +170,14 @@ def resolve(question: str, history: History, papers: Mapping[str, Paper]) -> Res
     if not prior:
         return Resolution(question)
 
+    ordered = in_asked_order(prior, history, papers)
+
     def pick(m: re.Match) -> list[str]:
         word = m.group(1).lower()
         if word in ("last", "latter"):
-            return [prior[-1]]
+            return [ordered[-1]]
         i = _ORDINALS.get(word, 0)
-        return [prior[i]] if i < len(prior) else []
+        return [ordered[i]] if i < len(ordered) else []
 
     chosen: list[str] = []
     text = question

@@ -948,6 +948,23 @@ def test_a_question_about_the_collection_is_not_rewritten_as_a_follow_up(fake_en
     assert "MELON" in resolve("What are their limitations?", h, papers).question
 
 
+def test_former_and_latter_follow_the_order_the_question_named_them(fake_engine):
+    """Issue #26: after "Compare MELON and ShieldAgent", "the former" is MELON
+    even when the answer cited ShieldAgent first; without names in the
+    question, the answer's citation order stands."""
+    eng = fake_engine()
+    papers = eng.retriever.snapshot().papers
+    by = by_name(eng)
+    cited = [by["ShieldAgent"], by["MELON"]]  # the answer cited ShieldAgent first
+    h = [{"role": "user", "content": "Compare MELON and ShieldAgent."},
+         {"role": "assistant", "content": "x", "papers": cited}]
+    assert resolve("How is the former evaluated?", h, papers).pinned == [by["MELON"]]
+    assert resolve("What does the latter propose?", h, papers).pinned == [by["ShieldAgent"]]
+    assert resolve("How is the second one evaluated?", h, papers).pinned == [by["ShieldAgent"]]
+    h[0]["content"] = "Which papers defend agents?"
+    assert resolve("How is the former evaluated?", h, papers).pinned == [by["ShieldAgent"]]
+
+
 @pytest.mark.parametrize(("question", "asks"), [
     ("What accuracy does it reach on ImageNet?", True),
     ("What is the speed-up of the method over vLLM?", True),
