@@ -1,7 +1,8 @@
 """The ``aqa eval`` decision-tuning commands: ``replay`` (the evidence check
 re-scored on recorded choices), ``signals`` (each question's decision
-signals) and ``fit-decision`` (the calibrated decision fitted on them, written
-to rag/decision.json); their handlers and parsers. Tune questions only:
+signals), ``fit-decision`` (the calibrated decision fitted on them, written
+to rag/decision.json) and ``fit-papers`` (the per-paper citation model,
+written to rag/paper_relevance.json); their handlers and parsers. Tune questions only:
 heldout ones are skipped or refused.
 """
 
@@ -92,6 +93,37 @@ def cmd_eval_fit_decision(args: argparse.Namespace) -> int:
 
 
 
+def cmd_eval_fit_papers(args: argparse.Namespace) -> int:
+    """Fit the per-paper citation model on tune questions (``eval.paper_fit``)."""
+    from eval.paper_fit import curve_table, fit_papers, paper_rows
+    from eval.runner import build_engine, eval_data_dir, prepare_corpus
+    from rag.config import Settings
+    from rag.embed import embed_model_name
+    from rag.paper_relevance import PAPER_MODEL_FILE
+
+    _, qs = _questions(args)
+    qs = [q for q in qs if getattr(q, "split", "tune") == "tune"]  # never fit on heldout
+    corpus = _corpus(args)
+    over = _overrides(args)
+    over["data_dir"] = eval_data_dir(_base_data_dir(args), corpus, embed_model_name(Settings(**over)))
+    engine = build_engine(over)
+    prepare_corpus(engine, corpus)
+    rows = paper_rows(engine, qs)
+    if args.rows:
+        Path(args.rows).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    data = fit_papers(rows, seed=args.seed)
+    out = Path(args.out) if args.out else PAPER_MODEL_FILE
+    out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    print(f"fit on {data['n']} candidate papers of {data['questions']} tune questions "
+          f"({data['positives']} gold), C={data['C']}; out-of-fold ROC AUC {data['oof_auc']:.3f}")
+    print(curve_table(data))
+    print(f"suggested answer.paper_cite_at: {data['suggested_cite_at']} (best F0.5, out of fold)")
+    w = sorted(data["coef"].items(), key=lambda kv: -abs(kv[1]))
+    print("coefficients (standardised): " + ", ".join(f"{n} {v:+.2f}" for n, v in w))
+    print(f"wrote {out}")
+    return 0
+
+
 def register(esub: Any) -> None:
     """Add ``replay``, ``signals`` and ``fit-decision`` to the ``aqa eval`` subparsers."""
     rp = esub.add_parser("replay", help="re-score the evidence check on tune runs' recorded "
@@ -133,3 +165,15 @@ def register(esub: Any) -> None:
     fd.add_argument("--out", help="where to write the coefficients (default: rag/decision.json)")
     fd.add_argument("--seed", type=int, default=0, help="cross-validation seed")
     fd.set_defaults(fn=cmd_eval_fit_decision)
+
+    fp = esub.add_parser("fit-papers", help="fit the per-paper citation model on tune questions' "
+                         "gold papers (~30 s a question, the real answer path up to its citations); prints its precision/recall "
+                         "curve, writes rag/paper_relevance.json")
+    fp.add_argument("--out", help="where to write the coefficients (default: rag/paper_relevance.json)")
+    fp.add_argument("--rows", help="also write the candidate-paper rows here (JSONL)")
+    fp.add_argument("--seed", type=int, default=0, help="cross-validation seed")
+    fp.add_argument("--set", help="question set JSONL (default: eval/questions.jsonl)")
+    fp.add_argument("--corpus", nargs="+", help="corpus paths (default: the bundled corpus)")
+    fp.add_argument("--extra-corpus", nargs="+", help="distractor corpus paths added to the index")
+    _settings_args(fp)
+    fp.set_defaults(fn=cmd_eval_fit_papers)

@@ -30,6 +30,8 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 
+import numpy as np
+
 from rag import reading, rules
 from rag.citations import cite, passages
 from rag.config import Settings
@@ -49,6 +51,7 @@ from rag.evidence import (
 )
 from rag.index_terms import IndexTerms
 from rag.llm import LLM
+from rag.paper_relevance import PaperModel, paper_evidence, paper_signals, select_papers
 from rag.prompts import render
 from rag.retrieve import HybridRetriever
 from rag.types import (
@@ -84,6 +87,7 @@ class Answerer(IndexTerms):
         self.checker = SynthesisChecker(settings, embedder, self._generic, self._p_not_answering_sentences,
                                         terms=self._terms, distinctive=self._distinctive)
         self.decision_model = DecisionModel.load(settings.answer.decision_file)
+        self.paper_model = PaperModel.load(settings.answer.paper_relevance_file)
 
     @property
     def llm(self) -> LLM:
@@ -161,6 +165,8 @@ class Answerer(IndexTerms):
             decline(answer, d, interpreted, self.embedder, chosen=chosen)
             yield done()
             return
+        chosen = self._cited_papers(interpreted, hits, cands, chosen, parse_choice(raw, len(cands)) or [],
+                                    pinned, trace)
         cite(answer, chosen)
         timings.evidence_ms = round((time.perf_counter() - t0) * 1000, 1)
         yield StreamEvent("evidence", answer=answer)
@@ -177,6 +183,38 @@ class Answerer(IndexTerms):
                                 data=d.to_dict()))
         answer.decision = d.to_dict()
         return d
+
+    def _cited_papers(self, q: str, hits: list[SearchHit], cands: list[Candidate],
+                      chosen: list[Candidate], choice: list[int], pinned: list[str],
+                      trace: list[RuleFiring]) -> list[Candidate]:
+        """For "which papers…": the evidence of the candidate papers that
+        answer (``rag.paper_relevance``), whether the model chose them or not;
+        each paper is judged by what it does (its contribution sentence and
+        its closest sentence, ``paper_evidence``), which the check reads first
+        (one short forward pass a paper). Other questions, and pinned or named
+        papers (the user's choice), keep the evidence as chosen."""
+        if pinned or not reading.asks_for_papers(q) or self._named(q, hits):
+            return chosen
+        sigs = paper_signals(q, hits, cands, choice, overlap=self._lexical_overlap,
+                             terms=self._terms, distinctive=self._distinctive)
+        qv = self.embedder.embed_query(q)
+        nxt = max(c.id for c in cands) + 1
+        evidence: dict[int, list[Candidate]] = {}
+        for h in sigs:
+            evidence[h] = paper_evidence(cands, hits, h, nxt, lambda t: float(
+                np.asarray(self.embedder.embed_texts([t]))[0] @ np.asarray(qv)))
+            nxt = max([nxt - 1] + [c.id for c in evidence[h]]) + 1
+        if self._check_runs():
+            for h, sg in sigs.items():
+                p_no = self._p_not_answering(q, evidence[h], hits)
+                sg.check_logit = 0.0 if p_no is None else logit(p_no)
+        probs = {h: self.paper_model.p(sg) for h, sg in sigs.items()}
+        contrib = {h: self.paper_model.model.contributions(sg) for h, sg in sigs.items()}
+        a = self.settings.answer
+        out, r = select_papers(chosen, evidence, hits, probs, contrib, cite_at=a.paper_cite_at,
+                               max_papers=a.paper_max_cited, signals=sigs)
+        trace.append(r)
+        return out
 
     def _gate_and_candidates(self, q: str, hits: list[SearchHit], pinned: list[str],
                              trace: list[RuleFiring], sig: Signals
@@ -349,11 +387,19 @@ class Answerer(IndexTerms):
                     raw_choice: str, q: str, t0: float) -> Iterator[StreamEvent]:
         s = self.settings
         ids = ", ".join(f"[{c.id}]" for c in chosen)
-        follow = messages + [
-            {"role": "assistant", "content": raw_choice},
-            {"role": "user", "content": render("synthesis_user", chosen=ids,
-                                               example=chosen[0].id, question=q)},
-        ]
+        if reading.asks_for_papers(q) and len({c.hit for c in chosen}) > 1 and not answer.pinned:
+            # "Which papers…" with several cited: a fresh prompt with only their
+            # sentences (dropped papers out of view), what each does, how they differ.
+            follow = [{"role": "system", "content": render("synthesis_papers_system")},
+                      {"role": "user", "content": render(
+                          "synthesis_papers_user", excerpts=excerpts(chosen, answer.retrieved),
+                          example=chosen[0].id, question=q)}]
+        else:
+            follow = messages + [
+                {"role": "assistant", "content": raw_choice},
+                {"role": "user", "content": render("synthesis_user", chosen=ids,
+                                                   example=chosen[0].id, question=q)},
+            ]
         yield StreamEvent("status", "Writing the answer…")
         pieces: list[str] = []
         for piece in self.llm.stream_chat(follow, max_tokens=s.answer.synthesis_max_tokens,

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rag.text import clean_latex, sentence_spans, split_sentences
+from rag.text import NUMBER, clean_latex, normalise, sentence_spans, split_sentences
 from rag.types import ASPECTS, CompareCell, Paper, SearchHit, SentenceSupport
 
 CUES: dict[str, list[tuple[str, float]]] = {
@@ -60,7 +60,9 @@ MIN_SCORE = {"problem": 0.9, "approach": 0.6, "data": 0.9, "results": 0.8, "limi
 REUSE_PENALTY = 0.5  # a sentence may fill two cells, but a fresh one is preferred
 
 
-def _score(aspect: str, sentence: str, position: float) -> float:
+def aspect_score(aspect: str, sentence: str, position: float) -> float:
+    """How strongly a sentence at ``position`` (0..1 in its abstract) reads as
+    stating ``aspect`` (problem, approach, data, results, limitations)."""
     s = sum(w * len(rx.findall(sentence)) for rx, w in _COMPILED[aspect])
     if aspect == "problem":
         s += 0.6 * (1 - position)  # problems are stated early
@@ -125,7 +127,7 @@ def answering_clause(aspect: str, sentence: str, position: float) -> str:
     parts = [c for c in clauses(sentence) if len(c.split()) >= 5]
     if len(parts) <= 1:
         return _tidy(sentence)
-    best = max(parts, key=lambda c: (_score(aspect, c, position), -parts.index(c)))
+    best = max(parts, key=lambda c: (aspect_score(aspect, c, position), -parts.index(c)))
     return _tidy(best)
 
 
@@ -174,7 +176,7 @@ def extract_cells(paper: Paper) -> dict[str, CompareCell]:
                 continue
             if aspect == "problem" and first_own and i > first_own:
                 continue  # the problem is stated before the contribution
-            sc = _score(aspect, sent, i / max(1, len(sents) - 1))
+            sc = aspect_score(aspect, sent, i / max(1, len(sents) - 1))
             scored.append((sc - (REUSE_PENALTY if i in used else 0), -i))
         best = max(scored, default=(0.0, 1))
         i = -best[1]
@@ -270,6 +272,12 @@ def synthesize(papers: list[Paper], cells: dict[str, dict[str, CompareCell]], ra
         seen.add(key)
         sentences.append(sent)
     sentences = sentences[: len(papers) + 2]
+    for sent in sentences:
+        # Nothing unchecked is shown as a claim: it stays visible, struck through.
+        why = misattributed(sent.text, papers, names) or (
+            None if sent.supported else "not supported by the abstracts it cites")
+        if why:
+            sent.supported, sent.withdrawn, sent.withdrawn_reason = False, True, why
     covered = {c for s in sentences if s.supported for c in s.citations}
     for n, p in enumerate(papers, 1):
         if n in covered:
@@ -284,7 +292,28 @@ def synthesize(papers: list[Paper], cells: dict[str, dict[str, CompareCell]], ra
                                          evidence=cell.quote))
     synthesis = " ".join(
         s.text + (" " + "".join(f"[{c}]" for c in s.citations) if s.citations else "")
-        + ("" if s.supported else " (unsupported)")
-        for s in sentences
+        for s in sentences if not s.withdrawn
     )
     return synthesis, sentences
+
+
+def misattributed(text: str, papers: Sequence[Paper], names: Sequence[str]) -> str | None:
+    """Why a comparison sentence gives a paper a number that is not its own:
+    the sentence names papers, and a number it states is in none of their
+    abstracts (None when every number belongs to a paper it names)."""
+    low = text.lower()
+    named = [p for p, n in zip(papers, names, strict=True)
+             if n.lower() in low or p.name.lower() in low]
+    if not named:
+        return None
+    for m in NUMBER.finditer(text):
+        num = m.group(0).strip().rstrip(".,")
+        if len(num) < 2 and num.isdigit():
+            continue  # a single digit ("two", "3 tasks") is no result
+        key = normalise(num)
+        if any(key in normalise(p.abstract) for p in named):
+            continue
+        owner = next((p for p in papers if key in normalise(p.abstract)), None)
+        whose = f"; it is {short_name(owner)}'s" if owner is not None else ""
+        return f"{num} is not in the abstract of {' or '.join(short_name(p) for p in named)}{whose}"
+    return None

@@ -263,6 +263,15 @@ class AnswerSettings(Section):
     decision_file: Path | None = _doc(None, "Decision coefficients to use instead of the "
                                       "bundled rag/decision.json (written by `aqa eval "
                                       "fit-decision`).")
+    paper_cite_at: float = _tuned(
+        0.5, "a retrieved paper is cited when the per-paper model's P(it answers the "
+        "question) reaches this (rag/paper_relevance.py; the operating point chosen from the "
+        "curve `aqa eval fit-papers` prints, in docs/decision.md).")
+    paper_max_cited: int = _doc(4, "Most papers one answer to a \"which papers…\" question "
+                                "cites.")
+    paper_relevance_file: Path | None = _doc(None, "Per-paper citation coefficients to use "
+                                             "instead of the bundled rag/paper_relevance.json "
+                                             "(written by `aqa eval fit-papers`).")
 
 
 class UISettings(Section):

@@ -42,8 +42,22 @@ def logit(p: float) -> float:
     return max(-LOGIT_CLIP, min(LOGIT_CLIP, math.log(p / (1 - p))))
 
 
+class SignalSet:
+    """A dataclass of named numeric signals, the input of a ``DecisionModel``."""
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]  # type: ignore[arg-type]
+
+    def vector(self) -> list[float]:
+        return [float(getattr(self, n)) for n in self.names()]
+
+    def to_dict(self) -> dict[str, float]:
+        return {k: round(float(v), 4) for k, v in asdict(self).items()}  # type: ignore[call-overload]
+
+
 @dataclass
-class Signals:
+class Signals(SignalSet):
     """What the engine knows about a question and its evidence when it decides.
 
     Each field is one signal; its docstring is the comment after it. Flags
@@ -68,16 +82,6 @@ class Signals:
     top_coverage: float = 0.0  # the same share for the best retrieved paper's whole abstract
     uncovered: float = 0.0  # distinctive question terms held by no chosen sentence nor title (capped at 3)
     ranker_agrees: float = 0.0  # the evidence includes the top retrieved (or named/pinned) paper
-
-    @classmethod
-    def names(cls) -> list[str]:
-        return [f.name for f in fields(cls)]
-
-    def vector(self) -> list[float]:
-        return [float(getattr(self, n)) for n in self.names()]
-
-    def to_dict(self) -> dict[str, float]:
-        return {k: round(float(v), 4) for k, v in asdict(self).items()}
 
 
 @dataclass
@@ -111,13 +115,13 @@ class DecisionModel:
         d = json.loads((path or DECISION_FILE).read_text(encoding="utf-8"))
         return cls(d["coef"], d["intercept"], d["mean"], d["scale"], d.get("name", ""), d)
 
-    def contributions(self, s: Signals) -> dict[str, float]:
+    def contributions(self, s: SignalSet) -> dict[str, float]:
         """Each signal's term of the logit: coef * (value - mean) / scale."""
         v = s.to_dict()
         return {n: round(self.coef.get(n, 0.0) * (v[n] - self.mean.get(n, 0.0))
-                         / (self.scale.get(n) or 1.0), 4) for n in Signals.names()}
+                         / (self.scale.get(n) or 1.0), 4) for n in type(s).names()}
 
-    def p_answer(self, s: Signals) -> float:
+    def p_answer(self, s: SignalSet) -> float:
         z = self.intercept + sum(self.contributions(s).values())
         return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
 
@@ -130,15 +134,17 @@ class DecisionModel:
 
 
 def fit(rows: list[dict[str, float]], labels: list[int], *, folds: int = 5,
-        seed: int = 0) -> tuple[dict[str, Any], list[float]]:
+        seed: int = 0, names: list[str] | None = None) -> tuple[dict[str, Any], list[float]]:
     """Fit the decision on signal rows (tune only): an L2 logistic regression
     whose strength is chosen by cross-validation. Returns the model as JSON
-    data and each row's out-of-fold P(answered) (for the curve)."""
+    data and each row's out-of-fold P(answered) (for the curve). ``names``:
+    the signals to fit (default: the answer decision's ``Signals``; the
+    per-paper citation model of ``rag.paper_relevance`` passes its own)."""
     import numpy as np
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import StratifiedKFold, cross_val_predict, cross_val_score
 
-    names = Signals.names()
+    names = names or Signals.names()
     x = np.array([[float(r.get(n, 0.0)) for n in names] for r in rows])
     y = np.array(labels)
     mean, scale = x.mean(axis=0), x.std(axis=0)

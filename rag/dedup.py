@@ -75,6 +75,7 @@ def _merge_group(group: list[Paper]) -> Paper:
         links=links,
         venue=next((p.venue for p in ordered if p.venue), None),
         year=next((p.year for p in ordered if p.year), None),
+        pages=next((p.pages for p in ordered if p.pages), None),
         source=group[0].source,
         provenance=provenance,
     )

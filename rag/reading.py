@@ -229,3 +229,20 @@ def compares_papers(question: str, one_named: bool = False) -> bool:
     with ``one_named`` (the question names one paper) only a comparison word counts."""
     text = _AGAINST_BASELINE.sub(" ", question)
     return bool(_COMPARES.search(text)) if one_named else is_comparative(text)
+
+
+# "Which papers…", "what works…", "are there studies…", "list the papers that…":
+# the answer is a set of papers, each cited for what it does.
+# "These two papers" are chosen ones, not a set to find; "which paper studies"
+# uses "studies" as a verb.
+_ASKS_PAPERS = re.compile(
+    r"\b(?:which|what|are there|is there|list|find|show|name|any)\b"
+    r"(?:\s+(?!(?:these|those|the|two|both|papers?|works?|stud(?:y|ies))\b)[\w-]+){0,3}?\s+"
+    r"(?:papers|works|studies|articles)\b"
+    r"|\bwhich\s+of\s+(?:the|these|those)\s+(?:[\w-]+\s+)?(?:papers|works|studies|articles)\b",
+    re.IGNORECASE)
+
+
+def asks_for_papers(question: str) -> bool:
+    """The question asks which papers (plural) do something."""
+    return bool(_ASKS_PAPERS.search(question))

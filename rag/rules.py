@@ -11,7 +11,7 @@ Gates before the model:  off_topic, unknown_name.
 Evidence decisions:      no_evidence, off_question_evidence, value_not_stated,
                          value_clause_uncovered, name_not_stated, named_paper_missing, one_sided_comparison,
                          question_part_uncovered, pinned_paper_uncovered, evidence_not_answering.
-After the synthesis:     claim_not_in_evidence, evidence_extended, cut_off_sentence,
+After the synthesis:     claim_not_in_evidence, names_uncited_paper, evidence_extended, cut_off_sentence,
                          unchosen_paper_not_answering, says_not_stated, all_claims_withdrawn.
 """
 
@@ -339,6 +339,20 @@ def question_term_unsupported(sentence: str, evidence: Sequence[str], question: 
     return RuleFiring("question_term_unsupported", bool(echoed),
                       f"question terms not in its evidence: {', '.join(echoed)}" if echoed else "ok",
                       data={"terms": echoed})
+
+
+def names_uncited_paper(sentence: str, cited: Sequence[str], others: Sequence[str]) -> RuleFiring:
+    """A synthesis sentence names a retrieved paper (``others``: names of the
+    papers it does not cite, field terms left out) that none of its cited
+    papers is: a claim about that paper resting on another paper's evidence
+    ("Speak Easy shows … [1]" with [1] MELON)."""
+    text, _ = strip_markers(sentence)
+    own = " ".join(cited)
+    named = sorted(n for n in others if n not in own
+                   and re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text))
+    return RuleFiring("names_uncited_paper", bool(named),
+                      f"names {', '.join(named)}, which it does not cite" if named else "ok",
+                      data={"papers": named})
 
 
 def broken_sentence(sentence: str) -> RuleFiring:

@@ -123,6 +123,9 @@ def _attach(paper: Paper, rec: dict[str, Any]) -> None:
     venue = _clean(rec.get("venue"))
     if venue:
         paper.venue = venue
+    pages = _clean(rec.get("pages") or rec.get("page"))
+    if pages:
+        paper.pages = pages
     year = rec.get("year")
     if isinstance(year, int) and not isinstance(year, bool) and 1900 < year < 2200:
         paper.year = year

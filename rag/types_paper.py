@@ -37,6 +37,7 @@ class Paper:
     links: dict[str, str] = field(default_factory=dict)  # pdf, openreview, software...
     venue: str | None = None
     year: int | None = None
+    pages: str | None = None  # page range in the proceedings ("1-26"), where the source gives it
     source: str = ""  # corpus/source name used for filtering (e.g. "icml2025")
     provenance: list[Provenance] = field(default_factory=list)
 
@@ -69,6 +70,7 @@ class Paper:
             "links": dict(self.links),
             "venue": self.venue,
             "year": self.year,
+            "pages": self.pages,
             "source": self.source,
             "provenance": [{"path": p.path, "ordinal": p.ordinal, "line": p.line}
                            for p in self.provenance],

@@ -76,6 +76,10 @@ class SynthesisChecker:
                     nums |= {n for _, n in extra}
                     support = self._support(body, ev_texts, title)
                 if not claim.fired:
+                    # the papers it cites, with any evidence_extended just added
+                    own = named + [c.paper.name for c in answer.citations if c.number in nums]
+                    claim = rules.names_uncited_paper(body, own, self._others(answer, cited))
+                if not claim.fired:
                     claim = self._echo(body, ev_texts + named + [title], q)
                 if not claim.fired:
                     claim = rules.broken_sentence(body)
@@ -109,6 +113,13 @@ class SynthesisChecker:
             return True
         answer.text = answer_text(answer)
         return False
+
+    def _others(self, answer: Answer, cited: list[Candidate]) -> list[str]:
+        """The names of the retrieved papers a sentence does not cite (a name
+        that is a field's common term, or under three letters, names no paper)."""
+        own = {c.hit for c in cited}
+        return [h.paper.name for i, h in enumerate(answer.retrieved)
+                if i not in own and len(h.paper.name) >= 3 and not self.generic(h.paper.name)]
 
     def _echo(self, body: str, evidence: list[str], q: str) -> RuleFiring:
         """Rule question_term_unsupported, when the checker has term functions."""

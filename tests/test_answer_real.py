@@ -129,3 +129,24 @@ def test_graded_check_separates_answered_from_not(qwen_engine):
     assert p_no("How many GPUs does ShieldAgent need to train?") > 0.5
     a = qwen_engine.ask("By how much does ShieldAgent outperform prior methods on average?")
     assert not a.declined and "11.3" in a.text
+
+
+README_QUESTION = "Which papers defend LLM agents against prompt injection, and how do they differ?"
+
+
+def test_readme_example_cites_the_defenses_and_says_how_they_differ(qwen_engine):
+    """The README's example: exactly the two defenses are cited (MELON, against
+    indirect prompt injection, and ShieldAgent, a guardrail against malicious
+    instructions), each quoted by a sentence of its own abstract, and a shown
+    synthesis sentence cites both (how they differ)."""
+    eng = qwen_engine
+    a = eng.ask(README_QUESTION)
+    assert not a.declined, a.text
+    assert {c.paper.paper_id for c in a.citations} == {_id(eng, "MELON"), _id(eng, "ShieldAgent")}
+    for c in a.citations:
+        assert c.quotes and all(q in c.paper.abstract for q in c.quotes)
+    shown = [s for s in a.sentences if not s.withdrawn]
+    both = {c.number for c in a.citations}
+    assert any(set(s.citations) >= both for s in shown), [(s.text, s.citations) for s in a.sentences]
+    rule = next(r for r in a.rules if r.name == "paper_relevance")
+    assert rule.data["papers"] and all("p" in p for p in rule.data["papers"])

@@ -205,3 +205,23 @@ def test_bibtex_ignores_non_pmlr_lookalike_urls():
     bib = export.bibtex([p])
     assert "volume" not in bib and "PMLR" not in bib
     assert bib.startswith("@inproceedings{zhu2025scaling,")
+
+
+def test_bibtex_pmlr_pages_come_from_the_post(tmp_path):
+    """A PMLR post's ``page`` reaches the BibTeX entry, in PMLR's place (after
+    booktitle); a paper whose source gives no pages gets none, not a guess."""
+    from rag.corpus import load_corpus
+
+    post = tmp_path / "posts" / "2025-10-06-zhu25z.md"
+    post.parent.mkdir()
+    post.write_text("---\ntitle: Scaling Laws for Sparse Mixtures\nabstract: We study sparse "
+                    "mixtures of experts and how their loss scales with the number of experts.\n"
+                    "id: zhu25z\nfirstpage: 101\nlastpage: 120\npage: 101-120\n"
+                    "pdf: https://raw.githubusercontent.com/mlresearch/v267/main/assets/zhu25z/"
+                    "zhu25z.pdf\nauthor:\n- given: Ann\n  family: Zhu\n---\n", encoding="utf-8")
+    paper = load_corpus([post.parent]).papers[0]
+    assert paper.pages == "101-120"
+    f = _entry_fields(export.bibtex([paper]))
+    assert f["pages"] == "101-120"
+    assert list(f).index("pages") == list(f).index("booktitle") + 1
+    assert "pages" not in _entry_fields(export.bibtex([_pmlr_paper()]))

@@ -207,8 +207,8 @@ def _clean_url(url: str) -> str:
 
 def _bib_fields(p: Paper) -> tuple[str, str | None, list[tuple[str, str]]]:
     """(entry type, PMLR id or None, fields in PMLR's order) for one paper.
-    PMLR's ``pages`` are not in the catalogue (no reader keeps them), so they
-    are left out rather than guessed."""
+    ``pages`` comes from the source (a PMLR post's ``page``, a sidecar's
+    ``pages``); a paper without them gets none rather than a guess."""
     fields = [("title", "{" + _bib_value(p.title) + "}")]
     if p.authors:
         fields.append(("author", _bib_value(" and ".join(p.authors))))
@@ -226,6 +226,8 @@ def _bib_fields(p: Paper) -> tuple[str, str | None, list[tuple[str, str]]]:
     vol = PMLR_VOLUMES.get(volume, {})
     booktitle = str(vol.get("booktitle") or p.venue or "Proceedings of Machine Learning Research")
     fields.append(("booktitle", _bib_value(booktitle)))
+    if p.pages:
+        fields.append(("pages", _bib_value(p.pages)))
     year = p.year or vol.get("year")
     if year:
         fields.append(("year", str(year)))

@@ -147,6 +147,7 @@ class RecordBuilder:
         year: Any = None,
         links: dict[str, str] | None = None,
         clean: Callable[[str], str] | None = None,
+        pages: Any = None,
     ) -> None:
         if abstract is None or (isinstance(abstract, str) and not abstract.strip()):
             self.error(line, "record has no 'abstract'")
@@ -190,6 +191,7 @@ class RecordBuilder:
                 links=dict(links or {}),
                 venue=WS.sub(" ", str(venue)).strip() if venue not in (None, "") else None,
                 year=to_year(year),
+                pages=WS.sub("", str(pages)).replace("--", "-") if pages not in (None, "") else None,
                 source=self.source,
                 provenance=[prov],
             )

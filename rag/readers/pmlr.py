@@ -109,4 +109,14 @@ class PmlrPostReader:
             year=_year(meta),
             links=links,
             clean=clean_markup,
+            pages=_pages(meta),
         )
+
+
+def _pages(meta: dict) -> str | None:
+    """PMLR's page range: its ``page`` field, else ``firstpage``-``lastpage``."""
+    page = str_field(meta, "page")
+    if page:
+        return page
+    first, last = meta.get("firstpage"), meta.get("lastpage")
+    return f"{first}-{last}" if first not in (None, "") and last not in (None, "") else None
