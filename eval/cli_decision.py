@@ -117,7 +117,8 @@ def cmd_eval_fit_papers(args: argparse.Namespace) -> int:
     print(f"fit on {data['n']} candidate papers of {data['questions']} tune questions "
           f"({data['positives']} gold), C={data['C']}; out-of-fold ROC AUC {data['oof_auc']:.3f}")
     print(curve_table(data))
-    print(f"suggested answer.paper_cite_at: {data['suggested_cite_at']} (best F0.5, out of fold)")
+    print(f"suggested answer.paper_cite_at: {data['suggested_cite_at']} (best F0.5 of the papers "
+          "cited, out of fold)")
     w = sorted(data["coef"].items(), key=lambda kv: -abs(kv[1]))
     print("coefficients (standardised): " + ", ".join(f"{n} {v:+.2f}" for n, v in w))
     print(f"wrote {out}")

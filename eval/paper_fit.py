@@ -6,9 +6,10 @@ no pinned papers), the real answer path runs up to its citations, and each
 candidate paper becomes a row: the ``rag.paper_relevance.PaperSignals`` the
 trace holds (retrieval, the model's choice, its check of the paper's own
 sentences) and whether it is a gold paper. ~30 s a question on 2 cores.
-``fit`` reuses ``rag.decision.fit`` (L2 logistic regression, C by
-cross-validation) and reports the out-of-fold precision/recall curve over
-cut-offs, from which ``AQA_PAPER_CITE_AT`` is chosen.
+``fit_papers`` reuses ``rag.decision.fit`` (L2 logistic regression, C by
+cross-validation) and reports, out of fold (folds by question), the precision
+and recall of the papers an answer would cite at each cut-off, beside the
+model's own choice; ``AQA_PAPER_CITE_AT`` is chosen from it.
 """
 
 from __future__ import annotations
@@ -59,21 +60,62 @@ def paper_rows(engine: Any, questions: Sequence[Any], *, progress: bool = True
     return rows
 
 
-def pr_curve(p: Sequence[float], labels: Sequence[int], steps: int = 21) -> list[dict[str, float]]:
-    """Per cut-off: the share of cited papers that are gold (precision) and
-    the share of gold candidate papers cited (recall)."""
-    out = []
-    for i in range(steps):
-        t = i / (steps - 1)
-        cited = [y for pi, y in zip(p, labels, strict=True) if pi >= t]
-        tp, pos = sum(cited), sum(labels)
-        out.append({"cutoff": round(t, 3), "precision": round(tp / max(1, len(cited)), 3),
-                    "recall": round(tp / max(1, pos), 3)})
+def cited_curve(rows: Sequence[dict[str, Any]], p: Sequence[float],
+                cutoffs: Sequence[float]) -> list[dict[str, float]]:
+    """Precision and recall of the papers an answer would cite, per cut-off,
+    as ``rag.paper_relevance.select_papers`` cites them: the most probable
+    chosen paper always, and every paper at the cut-off or above. The row
+    ``cutoff: None`` is the model's own choice (what was cited before)."""
+    by_q: dict[str, list[tuple[dict[str, Any], float]]] = {}
+    for r, pi in zip(rows, p, strict=True):
+        by_q.setdefault(r["id"], []).append((r, pi))
+    gold = sum(bool(r["gold"]) for r in rows)
+
+    def score(cut: float | None) -> dict[str, float]:
+        tp = n = 0
+        for rs in by_q.values():
+            chosen = [x for x in rs if x[0]["signals"].get("chosen")]
+            if cut is None:
+                cited = chosen
+            else:
+                best = max(chosen or rs, key=lambda x: x[1])
+                cited = [x for x in rs if x is best or x[1] >= cut]
+            tp += sum(bool(x[0]["gold"]) for x in cited)
+            n += len(cited)
+        return {"cutoff": cut, "precision": round(tp / max(1, n), 3),
+                "recall": round(tp / max(1, gold), 3), "cited_per_question": round(n / len(by_q), 2)}
+
+    return [score(None)] + [score(c) for c in cutoffs]
+
+
+def grouped_oof(rows: Sequence[dict[str, Any]], *, folds: int = 5, seed: int = 0) -> list[float]:
+    """Out-of-fold P(answers) per row, folds by question (a question's papers
+    never straddle training and scoring)."""
+    import random
+
+    from rag.decision import DecisionModel, fit
+    from rag.paper_relevance import PaperSignals
+
+    qids = sorted({r["id"] for r in rows})
+    random.Random(seed).shuffle(qids)
+    fold = {q: i % folds for i, q in enumerate(qids)}
+    out = [0.0] * len(rows)
+    for f in range(folds):
+        train = [r for r in rows if fold[r["id"]] != f]
+        data, _ = fit([r["signals"] for r in train], [int(r["gold"]) for r in train],
+                      names=PaperSignals.names(), folds=3, seed=seed)
+        m = DecisionModel(data["coef"], data["intercept"], data["mean"], data["scale"])
+        for i, r in enumerate(rows):
+            if fold[r["id"]] == f:
+                out[i] = m.p_answer(PaperSignals(**r["signals"]))
     return out
 
 
 def fit_papers(rows: list[dict[str, Any]], *, seed: int = 0) -> dict[str, Any]:
-    """The fitted per-paper model (JSON data) with its curve and suggested cut-off."""
+    """The fitted per-paper model (JSON data) with its out-of-fold curve of
+    cited papers and the cut-off it suggests: the best F-beta (precision
+    weighted ``PRECISION_WEIGHT`` times recall) among cut-offs that still
+    cite more than one paper for some questions."""
     from rag.decision import auc, fit
     from rag.errors import AqaError
     from rag.paper_relevance import PaperSignals
@@ -83,21 +125,25 @@ def fit_papers(rows: list[dict[str, Any]], *, seed: int = 0) -> dict[str, Any]:
     labels = [int(r["gold"]) for r in rows]
     if len(set(labels)) < 2:
         raise AqaError("need both gold and other candidate papers to fit the paper model")
-    data, oof = fit([r["signals"] for r in rows], labels, seed=seed, names=PaperSignals.names())
-    pts = pr_curve(oof, labels)
-    b2 = PRECISION_WEIGHT ** -2  # F-beta with beta = 1/PRECISION_WEIGHT
+    data, _ = fit([r["signals"] for r in rows], labels, seed=seed, names=PaperSignals.names())
+    oof = grouped_oof(rows, seed=seed)
+    pts = cited_curve(rows, oof, [i / 20 for i in range(2, 19)])
+    b2 = PRECISION_WEIGHT ** -2
 
     def f_beta(c: dict[str, float]) -> float:
         p, r = c["precision"], c["recall"]
         return (1 + b2) * p * r / max(1e-9, b2 * p + r)
 
-    best = max(pts, key=f_beta)
+    # A cut-off that never cites a second paper turns "which papers" into "which paper".
+    best = max((c for c in pts[1:] if c["cited_per_question"] > 1), key=f_beta, default=pts[1])
     data.update(oof_auc=round(auc(oof, labels), 4), curve=pts, suggested_cite_at=best["cutoff"],
-                questions=len({r["id"] for r in rows}))
+                questions=len({r["id"] for r in rows}), fit_on=sorted({r["id"] for r in rows}))
     return data
 
 
 def curve_table(data: dict[str, Any]) -> str:
-    lines = ["| cut-off | precision | recall |", "|---|---|---|"]
-    lines += [f"| {c['cutoff']:.2f} | {c['precision']:.3f} | {c['recall']:.3f} |" for c in data["curve"]]
+    lines = ["| cut-off | precision | recall | papers cited per question |", "|---|---|---|---|"]
+    lines += [f"| {'model choice' if c['cutoff'] is None else format(c['cutoff'], '.2f')} | "
+              f"{c['precision']:.3f} | {c['recall']:.3f} | {c['cited_per_question']:.2f} |"
+              for c in data["curve"]]
     return "\n".join(lines)

@@ -51,7 +51,13 @@ from rag.evidence import (
 )
 from rag.index_terms import IndexTerms
 from rag.llm import LLM
-from rag.paper_relevance import PaperModel, paper_evidence, paper_signals, select_papers
+from rag.paper_relevance import (
+    PaperModel,
+    own_sentences,
+    paper_evidence,
+    paper_signals,
+    select_papers,
+)
 from rag.prompts import render
 from rag.retrieve import HybridRetriever
 from rag.types import (
@@ -189,9 +195,9 @@ class Answerer(IndexTerms):
                       trace: list[RuleFiring]) -> list[Candidate]:
         """For "which papers…": the evidence of the candidate papers that
         answer (``rag.paper_relevance``), whether the model chose them or not;
-        each paper is judged by what it does (its contribution sentence and
-        its closest sentence, ``paper_evidence``), which the check reads first
-        (one short forward pass a paper). Other questions, and pinned or named
+        each paper's closest sentences go through the check first (one short
+        forward pass a paper), and a cited paper is quoted by what it does
+        (``paper_evidence``). Other questions, and pinned or named
         papers (the user's choice), keep the evidence as chosen."""
         if pinned or not reading.asks_for_papers(q) or self._named(q, hits):
             return chosen
@@ -205,8 +211,11 @@ class Answerer(IndexTerms):
                 np.asarray(self.embedder.embed_texts([t]))[0] @ np.asarray(qv)))
             nxt = max([nxt - 1] + [c.id for c in evidence[h]]) + 1
         if self._check_runs():
+            # The check reads the paper's sentences closest to the question: on tune
+            # this separated answering papers better (out-of-fold AUC 0.84) than its
+            # contribution sentence (0.82), which is what it is quoted by.
             for h, sg in sigs.items():
-                p_no = self._p_not_answering(q, evidence[h], hits)
+                p_no = self._p_not_answering_sentences(q, hits, h, own_sentences(cands, h))
                 sg.check_logit = 0.0 if p_no is None else logit(p_no)
         probs = {h: self.paper_model.p(sg) for h, sg in sigs.items()}
         contrib = {h: self.paper_model.model.contributions(sg) for h, sg in sigs.items()}

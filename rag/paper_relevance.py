@@ -7,8 +7,8 @@ Such answers used to cite every paper the model picked a sentence from, so a
 paper on another problem (a vision backdoor paper for an LLM-agent question)
 rode along, and a paper the model overlooked was left out. Now each
 candidate paper gets ``PaperSignals`` (retrieval score, cosine,
-question-term coverage of its abstract, and the model's check of its own
-closest sentences) and one logistic regression, fit on the tune split's gold
+question-term coverage of its abstract, the model's evidence choice, and the
+model's check of its own closest sentences) and one logistic regression, fit on the tune split's gold
 papers by ``aqa eval fit-papers`` (coefficients in
 ``rag/paper_relevance.json``), gives P(it answers). ``select_papers`` cites
 the papers that reach ``AQA_PAPER_CITE_AT`` (the most probable one always),
@@ -74,6 +74,13 @@ def paper_signals(question: str, hits: Sequence[SearchHit], cands: Sequence[Cand
     return out
 
 
+def own_sentences(cands: Sequence[Candidate], hit: int, n: int = 2) -> list[str]:
+    """A paper's ``n`` candidate sentences closest to the question, in abstract
+    order: what the per-paper check reads."""
+    own = sorted((c for c in cands if c.hit == hit), key=lambda c: -c.relevance)[:n]
+    return [c.text for c in sorted(own, key=lambda c: c.position)]
+
+
 def contribution_sentence(abstract: str) -> tuple[int, str] | None:
     """(position, sentence) of the abstract sentence that best says what the
     paper does (compare's approach cue: "we propose…"), if one reads as such."""
@@ -85,7 +92,7 @@ def contribution_sentence(abstract: str) -> tuple[int, str] | None:
 
 def paper_evidence(cands: Sequence[Candidate], hits: Sequence[SearchHit], hit: int, next_id: int,
                    relevance: Callable[[str], float]) -> list[Candidate]:
-    """What a paper is judged and quoted by for "which papers…": the sentence
+    """What a paper is quoted by for "which papers…": the sentence
     that says what it does (from its whole abstract: a new candidate numbered
     from ``next_id`` when it was not offered) and its candidate closest to
     the question, in abstract order."""
