@@ -3,10 +3,10 @@
 For each tune question that asks for papers ("which papers…", the only
 questions the model judges) with gold papers, asked as is (no conversation,
 no pinned papers), the real answer path runs up to its citations, and each
-candidate paper becomes a row: the ``rag.paper_relevance.PaperSignals`` the
+candidate paper becomes a row: the ``rag.answer.paper_relevance.PaperSignals`` the
 trace holds (retrieval, the model's choice, its check of the paper's own
 sentences) and whether it is a gold paper. ~30 s a question on 2 cores.
-``fit`` reuses ``rag.decision.fit`` (L2 logistic regression, C by
+``fit`` reuses ``rag.answer.decision.fit`` (L2 logistic regression, C by
 cross-validation) and reports the out-of-fold precision/recall curve over
 cut-offs, from which ``AQA_PAPER_CITE_AT`` is chosen.
 """
@@ -33,7 +33,7 @@ def paper_rows(engine: Any, questions: Sequence[Any], *, progress: bool = True
     decision does not answer has no rows (the paper model never sees it)."""
     import sys
 
-    from rag import reading
+    from rag.answer import reading
 
     rows: list[dict[str, Any]] = []
     for q in questions:
@@ -74,9 +74,9 @@ def pr_curve(p: Sequence[float], labels: Sequence[int], steps: int = 21) -> list
 
 def fit_papers(rows: list[dict[str, Any]], *, seed: int = 0) -> dict[str, Any]:
     """The fitted per-paper model (JSON data) with its curve and suggested cut-off."""
-    from rag.decision import auc, fit
+    from rag.answer.decision import auc, fit
+    from rag.answer.paper_relevance import PaperSignals
     from rag.errors import AqaError
-    from rag.paper_relevance import PaperSignals
 
     if any(r.get("split") == "heldout" for r in rows):
         raise AqaError("paper rows include heldout questions: fit on tune only")
