@@ -1,8 +1,8 @@
 """The ``aqa eval`` decision-tuning commands: ``replay`` (the evidence check
 re-scored on recorded choices), ``signals`` (each question's decision
 signals), ``fit-decision`` (the calibrated decision fitted on them, written
-to rag/decision.json) and ``fit-papers`` (the per-paper citation model,
-written to rag/paper_relevance.json); their handlers and parsers. Tune questions only:
+to rag/answer/decision.json) and ``fit-papers`` (the per-paper citation model,
+written to rag/answer/paper_relevance.json); their handlers and parsers. Tune questions only:
 heldout ones are skipped or refused.
 """
 
@@ -76,7 +76,7 @@ def cmd_eval_signals(args: argparse.Namespace) -> int:
 def cmd_eval_fit_decision(args: argparse.Namespace) -> int:
     """Fit the calibrated decision on tune signal rows; print its curve."""
     from eval.decision_fit import curve_table, fit_rows, read_rows
-    from rag.decision import DECISION_FILE
+    from rag.answer.decision import DECISION_FILE
 
     data = fit_rows(read_rows([Path(p) for p in args.signals]), seed=args.seed)
     out = Path(args.out) if args.out else DECISION_FILE
@@ -97,9 +97,9 @@ def cmd_eval_fit_papers(args: argparse.Namespace) -> int:
     """Fit the per-paper citation model on tune questions (``eval.paper_fit``)."""
     from eval.paper_fit import curve_table, fit_papers, paper_rows
     from eval.runner import build_engine, eval_data_dir, prepare_corpus
+    from rag.answer.paper_relevance import PAPER_MODEL_FILE
     from rag.config import Settings
     from rag.embed import embed_model_name
-    from rag.paper_relevance import PAPER_MODEL_FILE
 
     _, qs = _questions(args)
     qs = [q for q in qs if getattr(q, "split", "tune") == "tune"]  # never fit on heldout
@@ -161,16 +161,16 @@ def register(esub: Any) -> None:
     sg.set_defaults(fn=cmd_eval_signals)
 
     fd = esub.add_parser("fit-decision", help="fit the calibrated answer decision on tune "
-                         "signal rows; prints the risk-coverage curve, writes rag/decision.json")
+                         "signal rows; prints the risk-coverage curve, writes rag/answer/decision.json")
     fd.add_argument("signals", nargs="+", help="JSONL files of `aqa eval signals`")
-    fd.add_argument("--out", help="where to write the coefficients (default: rag/decision.json)")
+    fd.add_argument("--out", help="where to write the coefficients (default: rag/answer/decision.json)")
     fd.add_argument("--seed", type=int, default=0, help="cross-validation seed")
     fd.set_defaults(fn=cmd_eval_fit_decision)
 
     fp = esub.add_parser("fit-papers", help="fit the per-paper citation model on tune questions' "
                          "gold papers (~30 s a question, the real answer path up to its citations); prints its precision/recall "
-                         "curve, writes rag/paper_relevance.json")
-    fp.add_argument("--out", help="where to write the coefficients (default: rag/paper_relevance.json)")
+                         "curve, writes rag/answer/paper_relevance.json")
+    fp.add_argument("--out", help="where to write the coefficients (default: rag/answer/paper_relevance.json)")
     fp.add_argument("--rows", help="also write the candidate-paper rows here (JSONL)")
     fp.add_argument("--seed", type=int, default=0, help="cross-validation seed")
     fp.add_argument("--set", help="question set JSONL (default: eval/questions.jsonl)")

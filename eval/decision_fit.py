@@ -5,7 +5,7 @@
 (retrieval, the model's evidence choice, the check) and stops before the
 synthesis: ~8-10 s a question with the local model. Each row holds the
 question's label (answerable or not, as the index makes it) and its
-``rag.decision.Signals``. ``fit_rows`` fits ``rag.decision.fit`` on tune rows
+``rag.answer.decision.Signals``. ``fit_rows`` fits ``rag.answer.decision.fit`` on tune rows
 only, and reports the out-of-fold ROC AUC and the risk-coverage curve from
 which the operating point (settings ``answer.decision_answer_at``) is chosen.
 """
@@ -76,7 +76,7 @@ def read_rows(paths: Iterable[Path]) -> list[dict[str, Any]]:
 def fit_rows(rows: list[dict[str, Any]], *, seed: int = 0) -> dict[str, Any]:
     """The fitted decision (JSON data) with its out-of-fold AUC, curve and
     suggested operating point; heldout rows are refused."""
-    from rag.decision import auc, curve, fit
+    from rag.answer.decision import auc, curve, fit
     from rag.errors import AqaError
 
     if any(r.get("split") == "heldout" for r in rows):

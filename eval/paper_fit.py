@@ -3,10 +3,10 @@
 For each tune question that asks for papers ("which papers…", the only
 questions the model judges) with gold papers, asked as is (no conversation,
 no pinned papers), the real answer path runs up to its citations, and each
-candidate paper becomes a row: the ``rag.paper_relevance.PaperSignals`` the
+candidate paper becomes a row: the ``rag.answer.paper_relevance.PaperSignals`` the
 trace holds (retrieval, the model's choice, its check of the paper's own
 sentences) and whether it is a gold paper. ~30 s a question on 2 cores.
-``fit_papers`` reuses ``rag.decision.fit`` (L2 logistic regression, C by
+``fit_papers`` reuses ``rag.answer.decision.fit`` (L2 logistic regression, C by
 cross-validation) and reports, out of fold (folds by question), the precision
 and recall of the papers an answer would cite at each cut-off, beside the
 model's own choice; ``AQA_PAPER_CITE_AT`` is chosen from it.
@@ -34,7 +34,7 @@ def paper_rows(engine: Any, questions: Sequence[Any], *, progress: bool = True
     decision does not answer has no rows (the paper model never sees it)."""
     import sys
 
-    from rag import reading
+    from rag.answer import reading
 
     rows: list[dict[str, Any]] = []
     for q in questions:
@@ -63,7 +63,7 @@ def paper_rows(engine: Any, questions: Sequence[Any], *, progress: bool = True
 def cited_curve(rows: Sequence[dict[str, Any]], p: Sequence[float],
                 cutoffs: Sequence[float]) -> list[dict[str, float]]:
     """Precision and recall of the papers an answer would cite, per cut-off,
-    as ``rag.paper_relevance.select_papers`` cites them: the most probable
+    as ``rag.answer.paper_relevance.select_papers`` cites them: the most probable
     chosen paper always, and every paper at the cut-off or above. The row
     ``cutoff: None`` is the model's own choice (what was cited before)."""
     by_q: dict[str, list[tuple[dict[str, Any], float]]] = {}
@@ -93,8 +93,8 @@ def grouped_oof(rows: Sequence[dict[str, Any]], *, folds: int = 5, seed: int = 0
     never straddle training and scoring)."""
     import random
 
-    from rag.decision import DecisionModel, fit
-    from rag.paper_relevance import PaperSignals
+    from rag.answer.decision import DecisionModel, fit
+    from rag.answer.paper_relevance import PaperSignals
 
     qids = sorted({r["id"] for r in rows})
     random.Random(seed).shuffle(qids)
@@ -116,9 +116,9 @@ def fit_papers(rows: list[dict[str, Any]], *, seed: int = 0) -> dict[str, Any]:
     cited papers and the cut-off it suggests: the best F-beta (precision
     weighted ``PRECISION_WEIGHT`` times recall) among cut-offs that still
     cite more than one paper for some questions."""
-    from rag.decision import auc, fit
+    from rag.answer.decision import auc, fit
+    from rag.answer.paper_relevance import PaperSignals
     from rag.errors import AqaError
-    from rag.paper_relevance import PaperSignals
 
     if any(r.get("split") == "heldout" for r in rows):
         raise AqaError("paper rows include heldout questions: fit on tune only")

@@ -61,37 +61,6 @@ def recorded(results: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-class ReplayLLM:
-    """The real LLM, except that the evidence choice is the recorded one (or,
-    with ``live``, the real model's, kept in ``ids``) and free text (the
-    synthesis) is refused: only the choice and graded checks reach the model."""
-
-    def __init__(self, real: Any, *, live: bool = False) -> None:
-        self.real, self.name, self.ids = real, getattr(real, "name", "replay"), None
-        self.live = live
-
-    def stream_chat(self, messages: Any, *, max_tokens: int, temperature: float,
-                    json_schema: dict | None = None, cancel: Any = None) -> Iterator[str]:
-        if json_schema and "ids" in json_schema.get("properties", {}):
-            if self.live:
-                raw = "".join(self.real.stream_chat(messages, max_tokens=max_tokens, temperature=temperature,
-                                                    json_schema=json_schema))
-                from rag.evidence import parse_choice
-
-                self.ids = parse_choice(raw, len(json_schema["properties"]["ids"]["items"]["enum"]))
-                yield raw
-                return
-            if self.ids is not None:
-                yield json.dumps({"ids": self.ids})
-                return
-        raise NotReplayed("a replay holds only the evidence choice")
-
-    def option_probabilities(self, messages: Any, prefix: str,
-                             options: tuple[str, ...]) -> dict[str, float] | None:
-        graded = getattr(self.real, "option_probabilities", None)
-        return graded(messages, prefix, options) if graded else None
-
-
 def replay(engine: Any, questions: Sequence[Any], choices: dict[str, dict[str, Any]] | None,
            variants: dict[str, tuple[str, str]], *, progress: bool = False) -> list[dict[str, Any]]:
     """One row per question with a recorded choice: whether the engine still
@@ -102,36 +71,49 @@ def replay(engine: Any, questions: Sequence[Any], choices: dict[str, dict[str, A
     A variant is a (system, user) prompt pair; the user prompt has the
     ``{quotes}`` and ``{question}`` fields of ``prompts/check_user.txt``."""
     from eval.runner import as_indexed, conversation_of
-    from rag.answer import VERDICT_PREFIX
-    from rag.evidence import quoted
+    from rag.answer.evidence import parse_choice
+    from rag.answer.steps import VERDICT_PREFIX, Steps
 
     ans = engine.answerer
     live = choices is None
-    llm = ReplayLLM(ans.llm, live=live)
     if live:
         choices = {q.id: {"ids": None, "p": None} for q in questions}
-    ans._llm_factory = lambda: llm  # the engine's own answer path, with the replayed model
-    own = ans._p_not_answering
+    own = ans.steps
+    graded = getattr(ans.llm, "option_probabilities", None)
+    state: dict[str, Any] = {"ids": None}
     seen: dict[str, float | None] = {}
 
-    def checked(q: str, chosen: list, hits: list) -> float | None:
-        quotes = quoted(chosen, hits)
+    def choose(messages: list[dict], schema: dict) -> str:
+        """The recorded choice, or (live) the model's, kept in ``ids``."""
+        if live:
+            raw = own.choose(messages, schema)
+            state["ids"] = parse_choice(raw, len(schema["properties"]["ids"]["items"]["enum"]))
+            return raw
+        if state["ids"] is None:
+            raise NotReplayed("a replay holds only the evidence choice")
+        return json.dumps({"ids": state["ids"]})
+
+    def check(q: str, quotes: str) -> float | None:
+        """The engine's check, and each variant's on the same quotes."""
         for name, (system, user) in variants.items():
             msgs = [{"role": "system", "content": system},
                     {"role": "user", "content": user.format(quotes=quotes, question=q)}]
-            probs = llm.option_probabilities(msgs, VERDICT_PREFIX, ("yes", "no"))
+            probs = graded(msgs, VERDICT_PREFIX, ("yes", "no")) if graded else None
             seen[name] = None if probs is None else probs["no"]
-        seen["p_engine"] = p = own(q, chosen, hits)
+        seen["p_engine"] = p = own.check(q, quotes)
         return p
 
-    ans._p_not_answering = checked
+    def write(messages: list[dict], max_tokens: int, temperature: float) -> Iterator[str]:
+        raise NotReplayed("a replay stops before the synthesis")
+
+    ans.steps = Steps(choose=choose, check=check, write=write)  # the engine's own path, these steps
     rows = []
     for q in questions:
         if q.id not in choices:
             continue
         seen.clear()
         q = as_indexed(engine, q)
-        llm.ids = choices[q.id]["ids"]
+        state["ids"] = choices[q.id]["ids"]
         history, filters = conversation_of(engine, q)
         outcome = "answered"
         for ev in engine.ask_stream(q.question, history=history, filters=filters):
@@ -142,7 +124,7 @@ def replay(engine: Any, questions: Sequence[Any], choices: dict[str, dict[str, A
                 outcome = "declined: " + next((r.name for r in reversed(ev.answer.rules)
                                                if r.fired), "?")
         rows.append({"id": q.id, "type": q.type, "answerable": q.answerable, "outcome": outcome,
-                     "p_recorded": choices[q.id]["p"], "ids": llm.ids, **seen})
+                     "p_recorded": choices[q.id]["p"], "ids": state["ids"], **seen})
         if progress:
             print(f"{len(rows)}/{len(questions)} {q.id} {outcome}", file=sys.stderr, flush=True)
     return rows

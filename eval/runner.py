@@ -186,11 +186,11 @@ def conversation_metrics(q: Question, answer: dict[str, Any]) -> dict[str, Any]:
 
 def floor_declines(hits: Sequence[Any], settings: Any) -> bool:
     """Whether ask() would decline before calling the LLM, by the engine's
-    own gate (``rag.rules.off_topic``, as ``rag.answer`` applies it): no hit,
+    own gate (``rag.answer.rules.off_topic``, as ``rag.answer.pipeline`` applies it): no hit,
     or (unless BM25-only) the best dense cosine among the top-k papers is
     below ``relevance_floor``. Lets a retrieval-only run (and the ablation)
     measure the floor without an LLM."""
-    from rag.rules import off_topic
+    from rag.answer.rules import off_topic
 
     if not hits:
         return True

@@ -154,7 +154,7 @@ class RetrievalSettings(Section):
 
 
 class EvidenceSettings(Section):
-    """The sentences offered to the model as evidence (rag/evidence.py, rag/rules.py)."""
+    """The sentences offered to the model as evidence (rag/answer/evidence.py, rag/answer/rules.py)."""
 
     evidence_papers: int = _tuned(4, "retrieved papers whose sentences are offered as evidence.")
     evidence_sentences: int = _tuned(11, "numbered sentences offered in all (prompt length "
@@ -255,22 +255,22 @@ class AnswerSettings(Section):
         3, "rule evidence_extended: most sentences of a cited abstract added to back one "
         "synthesis claim that gathers numbers or names from several sentences (0: off).")
     decision_answer_at: float = _tuned(
-        0.6, "answer when the calibrated decision's P(answered) reaches this (rag/decision.py; "
+        0.6, "answer when the calibrated decision's P(answered) reaches this (rag/answer/decision.py; "
         "the operating point chosen from the risk-coverage curve in docs/evaluation.md).")
     decision_decline_below: float = _tuned(
         0.3, "below this P(answered) a question is declined outright; between it and "
         "AQA_DECISION_ANSWER_AT the closest passages are shown as \"not confirmed\".")
     decision_file: Path | None = _doc(None, "Decision coefficients to use instead of the "
-                                      "bundled rag/decision.json (written by `aqa eval "
+                                      "bundled rag/answer/decision.json (written by `aqa eval "
                                       "fit-decision`).")
     paper_cite_at: float = _tuned(
         0.7, "a retrieved paper is cited when the per-paper model's P(it answers the "
-        "question) reaches this (rag/paper_relevance.py; the operating point chosen from the "
+        "question) reaches this (rag/answer/paper_relevance.py; the operating point chosen from the "
         "curve `aqa eval fit-papers` prints, in docs/decision.md).")
     paper_max_cited: int = _doc(4, "Most papers one answer to a \"which papers…\" question "
                                 "cites.")
     paper_relevance_file: Path | None = _doc(None, "Per-paper citation coefficients to use "
-                                             "instead of the bundled rag/paper_relevance.json "
+                                             "instead of the bundled rag/answer/paper_relevance.json "
                                              "(written by `aqa eval fit-papers`).")
 
 

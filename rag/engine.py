@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from rag import topics
-from rag.answer import Answerer
+from rag.answer.pipeline import Answerer
 from rag.attribution import Attributor
 from rag.compare import extract_cells, synthesis_notes, synthesize
 from rag.config import Settings, get_settings

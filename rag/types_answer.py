@@ -134,7 +134,7 @@ class Answer:
     passages: list[Evidence] = field(default_factory=list)
     rules: list[RuleFiring] = field(default_factory=list)
     pinned: list[str] = field(default_factory=list)  # paper ids the question was restricted to
-    decision: dict[str, Any] | None = None  # rag.decision.Decision.to_dict(): outcome, P, signals
+    decision: dict[str, Any] | None = None  # rag.answer.decision.Decision.to_dict(): outcome, P, signals
 
     @property
     def interpreted(self) -> str | None:

@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from rag.conversation import resolve
-from rag.reading import asks_overview, asks_value
-from rag.rules import claim_not_in_evidence, says_not_stated
+from rag.answer.conversation import resolve
+from rag.answer.reading import asks_overview, asks_value
+from rag.answer.rules import claim_not_in_evidence, says_not_stated
 from rag.text import name_markers, sentence_spans, short_title, split_sentences, strip_markers
 
 
@@ -171,7 +171,7 @@ def test_no_evidence_is_a_signal_and_declines_with_the_closest_sentence(fake_eng
 def test_low_retrieval_cosine_declines_as_absent(fake_engine):
     """off_topic is a signal (top_cosine); a decision that weighs it declines
     a question nothing is close to as "nothing in the collection"."""
-    from rag.decision import DecisionModel, Signals
+    from rag.answer.decision import DecisionModel, Signals
 
     llm = ScriptedLLM(lambda s: [1], "x")
     eng = fake_engine(llm=llm, relevance_floor=0.99)
@@ -210,9 +210,9 @@ def test_rule_value_not_stated(fake_engine):
 
 
 def test_rule_named_paper_missing(fake_engine):
+    from rag.answer.evidence import Candidate
+    from rag.answer.rules import named_paper_missing
     from rag.config import Settings
-    from rag.evidence import Candidate
-    from rag.rules import named_paper_missing
 
     # A question naming two papers, with evidence chosen from only one of them:
     # the other named paper adds its sentence closest to the question.
@@ -319,7 +319,7 @@ def test_graded_check_moves_the_decision(fake_engine):
 
 
 def test_asks_overview_is_general_english():
-    from rag.reading import asks_overview
+    from rag.answer.reading import asks_overview
 
     for q in ("Summarize this paper", "What problem does it address?", "What's this paper about?",
               "What is the main contribution?", "What do these two papers have in common?",
@@ -363,9 +363,9 @@ def test_conversation_resolution_rules(fake_engine):
 
 
 def test_rule_one_sided_comparison_adds_the_second_paper():
+    from rag.answer.evidence import Candidate
+    from rag.answer.rules import one_sided_comparison
     from rag.config import Settings
-    from rag.evidence import Candidate
-    from rag.rules import one_sided_comparison
 
     s = Settings(_env_file=None, evidence_floor=0.3)
     c = [Candidate(1, 0, "a", 0.6, 0), Candidate(2, 1, "b", 0.2, 0),
@@ -479,8 +479,8 @@ def test_rule_all_claims_withdrawn_declines_as_missing_detail(fake_engine):
 
 
 def test_rule_value_not_stated_takes_a_sentence_stating_the_value_in_the_questions_terms():
-    from rag.evidence import Candidate
-    from rag.rules import value_not_stated
+    from rag.answer.evidence import Candidate
+    from rag.answer.rules import value_not_stated
 
     c = [Candidate(1, 0, "LEMoN identifies label errors in image-caption data.", 0.6, 0),
          Candidate(2, 0, "Across eight datasets and twelve baselines, LEMoN beats them by 3%.", 0.5, 1),
@@ -499,8 +499,8 @@ def test_rule_value_not_stated_takes_a_sentence_stating_the_value_in_the_questio
     "It needs a quarter of the memory.", "It is evaluated on fifteen benchmarks.",
 ])
 def test_value_not_stated_reads_multiples_fractions_and_teens_as_values(sentence):
-    from rag.evidence import Candidate
-    from rag.rules import value_not_stated
+    from rag.answer.evidence import Candidate
+    from rag.answer.rules import value_not_stated
 
     c = [Candidate(1, 0, sentence, 0.6, 0)]
     assert not value_not_stated("How much does the method improve on the baseline?", c, c)[1].fired
@@ -511,8 +511,8 @@ def test_value_not_stated_reads_multiples_fractions_and_teens_as_values(sentence
     "One of the benchmarks is hard.", "It substantially outperforms the baseline.",
 ])
 def test_value_not_stated_still_fires_on_vague_or_ordinal_wording(sentence):
-    from rag.evidence import Candidate
-    from rag.rules import value_not_stated
+    from rag.answer.evidence import Candidate
+    from rag.answer.rules import value_not_stated
 
     c = [Candidate(1, 0, sentence, 0.6, 0)]
     assert value_not_stated("How much does the method improve on the baseline?", c, c)[1].fired
@@ -538,8 +538,8 @@ def test_states_count_needs_a_number_just_before_what_is_counted():
 
 
 def test_rule_value_not_stated_takes_a_count_of_what_is_counted_in_other_words():
-    from rag.evidence import Candidate
-    from rag.rules import value_not_stated
+    from rag.answer.evidence import Candidate
+    from rag.answer.rules import value_not_stated
 
     c = [Candidate(1, 0, "We argue that platform regulation offers lessons for generative AI.", 0.6, 0),
          Candidate(2, 0, "Then, we discuss four specific policy recommendations.", 0.4, 1)]
@@ -554,7 +554,7 @@ def test_rule_value_not_stated_takes_a_count_of_what_is_counted_in_other_words()
 
 
 def test_candidates_favour_a_count_of_what_is_counted():
-    from rag.evidence import candidates
+    from rag.answer.evidence import candidates
     from rag.text import stemmer
     from rag.types import Paper, SearchHit
 
@@ -579,7 +579,7 @@ def test_candidates_favour_a_count_of_what_is_counted():
 
 
 def test_candidates_favour_sentences_sharing_the_question_rarer_words():
-    from rag.evidence import candidates
+    from rag.answer.evidence import candidates
     from rag.types import Paper, SearchHit
 
     class Emb:  # the result sentence is the least similar to the question
@@ -617,7 +617,7 @@ def test_lexical_overlap_weights_rare_words_above_common_ones(tmp_path):
         def snapshot(self):
             return Snap()
 
-    from rag.answer import Answerer
+    from rag.answer.pipeline import Answerer
 
     a = Answerer.__new__(Answerer)
     a.retriever = Ret()
@@ -628,7 +628,7 @@ def test_lexical_overlap_weights_rare_words_above_common_ones(tmp_path):
 
 
 def test_names_in_skips_the_words_an_acronym_spells_out():
-    from rag.reading import local_abbreviations, names_in
+    from rag.answer.reading import local_abbreviations, names_in
 
     s = "We propose Refine via Intrinsic Self-Verification (ReVISE), which fine-tunes Mistral."
     assert names_in(s) == {"ReVISE", "Mistral"}
@@ -638,8 +638,8 @@ def test_names_in_skips_the_words_an_acronym_spells_out():
 
 
 def test_rule_name_not_stated_ignores_coined_abbreviations():
-    from rag.evidence import Candidate
-    from rag.rules import name_not_stated
+    from rag.answer.evidence import Candidate
+    from rag.answer.rules import name_not_stated
 
     q = "Which LLM is CADFusion built on?"
     c = [Candidate(1, 0, "CADFusion alternates the sequential learning (SL) stage and the "
@@ -652,9 +652,9 @@ def test_rule_name_not_stated_ignores_coined_abbreviations():
 
 
 def test_rule_name_not_stated_needs_a_name_beyond_the_question_and_the_title():
-    from rag.evidence import Candidate
-    from rag.reading import asks_name
-    from rag.rules import name_not_stated
+    from rag.answer.evidence import Candidate
+    from rag.answer.reading import asks_name
+    from rag.answer.rules import name_not_stated
 
     title = lambda c: "LEMoN: Label Error Detection"  # noqa: E731
     c = [Candidate(1, 0, "LEMoN identifies label errors in image-caption data.", 0.6, 0),
@@ -679,7 +679,7 @@ def test_rule_name_not_stated_needs_a_name_beyond_the_question_and_the_title():
 
 
 def test_generic_acronyms_name_no_paper(fake_engine):
-    from rag.reading import named_papers
+    from rag.answer.reading import named_papers
 
     eng = fake_engine()
     hits = eng.search("prompt injection defense for LLM agents", k=5)
@@ -695,7 +695,7 @@ def test_numbers_match_by_value():
 
 def test_common_terms_are_not_claims_but_unknown_names_are():
     corpus = [f"Paper {i} studies LLM agents." for i in range(10)] + ["MELON masks tool calls."]
-    from rag.reading import is_generic
+    from rag.answer.reading import is_generic
 
     generic = lambda n: is_generic(n, corpus)  # noqa: E731
     assert not claim_not_in_evidence("An LLM is used.", ["It masks calls."], "q", generic).fired
@@ -703,8 +703,8 @@ def test_common_terms_are_not_claims_but_unknown_names_are():
 
 
 def test_a_count_is_stated_only_where_the_counted_thing_is_named():
-    from rag.evidence import Candidate
-    from rag.rules import value_not_stated
+    from rag.answer.evidence import Candidate
+    from rag.answer.rules import value_not_stated
 
     c = [Candidate(1, 0, "MeCo works across model scales (600M to 8B parameters).", 0.6, 0)]
     _, r = value_not_stated("How many GPUs were used to pre-train MeCo?", c, c)
@@ -757,8 +757,8 @@ def test_evidence_extended_takes_a_verbatim_sentence_the_model_quoted(fake_engin
 
 
 def test_rule_question_part_uncovered_adds_the_sentence_holding_the_missing_part():
-    from rag.evidence import Candidate
-    from rag.rules import question_part_uncovered
+    from rag.answer.evidence import Candidate
+    from rag.answer.rules import question_part_uncovered
     from rag.text import stemmer
 
     terms = stemmer().terms
@@ -788,8 +788,8 @@ def test_a_measure_reached_asks_for_a_value():
 
 
 def test_rule_value_not_stated_ignores_the_questions_own_number_words():
-    from rag.evidence import Candidate
-    from rag.rules import value_not_stated
+    from rag.answer.evidence import Candidate
+    from rag.answer.rules import value_not_stated
 
     # "two quivers" is the question's own wording, not the accuracy it asks for.
     c = [Candidate(1, 0, "Given two quivers, can one decide if they are mutation equivalent?", 0.6, 0)]
@@ -868,8 +868,8 @@ def test_conversation_resolves_authors_roles_choices_and_requests_for_more(fake_
 
 
 def test_rule_value_clause_uncovered_adds_the_sentence_stating_the_asked_value():
-    from rag.evidence import Candidate
-    from rag.rules import value_clause_uncovered
+    from rag.answer.evidence import Candidate
+    from rag.answer.rules import value_clause_uncovered
 
     q = "Which paper proposes a guardrail agent for LLM agents, and how much does it beat prior methods?"
     bench = Candidate(1, 0, "We introduce ShieldAgent-Bench, a dataset with 3K pairs across 6 web environments.", 0.6, 2)

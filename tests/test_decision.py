@@ -1,4 +1,4 @@
-"""The calibrated answer decision (rag/decision.py) and its fit (eval/decision_fit.py)."""
+"""The calibrated answer decision (rag/answer/decision.py) and its fit (eval/decision_fit.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 import pytest
 
 from eval.decision_fit import fit_rows
-from rag.decision import DECISION_FILE, DecisionModel, Signals, auc, curve, logit
+from rag.answer.decision import DECISION_FILE, DecisionModel, Signals, auc, curve, logit
 from rag.errors import AqaError
 
 
@@ -96,7 +96,7 @@ def test_synthesis_may_not_take_names_or_terms_from_the_question() -> None:
     """A benchmark the question names but the evidence lacks is a fabrication
     when the synthesis pairs it with the paper; so is a question term echoed
     as the paper's claim (rules claim_not_in_evidence, question_term_unsupported)."""
-    from rag.rules import claim_not_in_evidence, question_term_unsupported
+    from rag.answer.rules import claim_not_in_evidence, question_term_unsupported
     from rag.text import stemmer
 
     ev = ["MELON masks the user prompt and compares tool calls on AgentDojo."]
@@ -117,7 +117,7 @@ def test_synthesis_may_not_take_names_or_terms_from_the_question() -> None:
 
 
 def test_broken_sentences_are_never_answers() -> None:
-    from rag.rules import broken_sentence
+    from rag.answer.rules import broken_sentence
 
     assert broken_sentence("This is stated in and. [1]").fired
     assert broken_sentence("Additionally, ShieldAgent uses the [1]").fired

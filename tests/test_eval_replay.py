@@ -3,10 +3,12 @@ through the engine's own answer path, without the choice or the synthesis."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from eval.dataset import Question
-from eval.replay import NotReplayed, ReplayLLM, auc, recorded, replay, report
+from eval.replay import NotReplayed, auc, recorded, replay, report
 from tests.test_answer import SHIELD_Q, ScriptedLLM, pick
 
 
@@ -34,15 +36,6 @@ def test_auc_ranks_unanswerable_above_answerable():
     assert auc(rows, "p") == 0.5
     assert auc([r for r in rows if r["p"] != 0.95], "p") == 1.0
     assert auc([{"answerable": True, "p": 0.3}], "p") is None
-
-
-def test_replay_llm_refuses_free_text():
-    llm = ReplayLLM(object())
-    llm.ids = [1]
-    schema = {"properties": {"ids": {}}}
-    assert "".join(llm.stream_chat([], max_tokens=5, temperature=0, json_schema=schema)) == '{"ids": [1]}'
-    with pytest.raises(NotReplayed):
-        "".join(llm.stream_chat([], max_tokens=5, temperature=0))
 
 
 class GradedOnly:
@@ -85,6 +78,13 @@ def test_replay_rescores_the_check_on_the_recorded_evidence(fake_engine):
     assert row["p_recorded"] == 0.0  # the scripted run's check replied "yes"
     assert graded.asked.count("strict") == 1
     assert "1 reached the check" in report(rows, ["strict"])
+    # The replay swapped the engine's steps (public Answerer.steps), nothing private:
+    # the choice is the recorded one, and no synthesis can be written.
+    steps = eng.answerer.steps
+    replayed = steps.choose([], {"properties": {"ids": {"items": {"enum": [1]}}}})
+    assert json.loads(replayed) == {"ids": choices["q1"]["ids"]}
+    with pytest.raises(NotReplayed):
+        list(steps.write([], 5, 0.0))
 
 
 class ChoosesAndGrades(ScriptedLLM):

@@ -152,8 +152,8 @@ def test_json_schema_output_through_the_server(server: Server, index: Path, capl
     OpenAI's ``json_schema`` form (HTTP 500), the client switches to the
     ``json_object`` + ``schema`` form once, and the replies are valid JSON of
     the schema (a grammar on the server constrains them)."""
+    from rag.answer.evidence import CHECK_SCHEMA, choice_schema, parse_choice, parse_verdict
     from rag.engine import Engine
-    from rag.evidence import CHECK_SCHEMA, choice_schema, parse_choice, parse_verdict
     from rag.llm import make_llm
     from rag.text import split_sentences
 

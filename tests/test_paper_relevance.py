@@ -1,14 +1,13 @@
-"""Which retrieved papers an answer cites (rag.paper_relevance), the question
+"""Which retrieved papers an answer cites (rag.answer.paper_relevance), the question
 reading it depends on, and compare's number attribution."""
 
 from __future__ import annotations
 
 import json
 
-from rag.compare import misattributed, short_name
-from rag.decision import DecisionModel
-from rag.evidence import Candidate
-from rag.paper_relevance import (
+from rag.answer.decision import DecisionModel
+from rag.answer.evidence import Candidate
+from rag.answer.paper_relevance import (
     PaperModel,
     PaperSignals,
     contribution_sentence,
@@ -16,7 +15,8 @@ from rag.paper_relevance import (
     paper_signals,
     select_papers,
 )
-from rag.reading import asks_for_papers
+from rag.answer.reading import asks_for_papers
+from rag.compare import misattributed, short_name
 from rag.types import Paper, SearchHit
 
 
@@ -149,7 +149,7 @@ def test_compare_number_given_to_the_wrong_paper_is_withdrawn():
 
 
 def test_rule_names_uncited_paper():
-    from rag.rules import names_uncited_paper
+    from rag.answer.rules import names_uncited_paper
 
     r = names_uncited_paper("The fourth paper, Speak Easy, shows harmful responses [1].",
                             ["MELON (Provable Defense …)"], ["Speak Easy", "ShieldAgent"])

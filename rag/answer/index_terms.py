@@ -4,8 +4,8 @@ question names, whether a name is a field's common term, stemmed terms as the
 BM25 index reads them, how much of a question's IDF a sentence holds, and
 whether a term is distinctive.
 
-``IndexTerms`` is a base of ``rag.answer.Answerer`` (which passes these to
-the rules and to ``rag.verify``); it needs ``self.retriever`` and
+``IndexTerms`` is a base of ``rag.answer.pipeline.Answerer`` (which passes these to
+the rules and to ``rag.answer.verify``); it needs ``self.retriever`` and
 ``self.settings``.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from rag import reading
+from rag.answer import reading
 from rag.config import Settings
 from rag.retrieve import HybridRetriever
 from rag.text import STOP, stemmer

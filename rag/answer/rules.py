@@ -5,7 +5,7 @@ and returns a ``RuleFiring`` that goes into the answer's JSON trace. Rules
 are general (about the shape of evidence and questions), never about
 particular questions or papers; each stays only if it helps on questions
 it was not written from (docs/architecture.md, "Adding a rule or a signal"). What a question
-asks for and which papers it names are read in ``rag.reading``.
+asks for and which papers it names are read in ``rag.answer.reading``.
 
 Gates before the model:  off_topic, unknown_name.
 Evidence decisions:      no_evidence, off_question_evidence, value_not_stated,
@@ -20,9 +20,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from rag.config import Settings
-from rag.evidence import Candidate
-from rag.reading import (
+from rag.answer.evidence import Candidate
+from rag.answer.reading import (
     asked_measure,
     asks_name,
     asks_overview,
@@ -31,6 +30,7 @@ from rag.reading import (
     names_in,
     value_clauses,
 )
+from rag.config import Settings
 from rag.text import (
     DANGLING,
     NOT_STATED,

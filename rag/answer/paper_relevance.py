@@ -1,6 +1,6 @@
 """Which retrieved papers an answer cites: one calibrated model per paper.
 
-The answer decision (``rag.decision``) says whether a question is answered;
+The answer decision (``rag.answer.decision``) says whether a question is answered;
 for a question that asks for papers ("which papers…, and how do they
 differ?") this says, paper by paper, whether a candidate paper answers it.
 Such answers used to cite every paper the model picked a sentence from, so a
@@ -10,7 +10,7 @@ candidate paper gets ``PaperSignals`` (retrieval score, cosine,
 question-term coverage of its abstract, the model's evidence choice, and the
 model's check of its own closest sentences) and one logistic regression, fit on the tune split's gold
 papers by ``aqa eval fit-papers`` (coefficients in
-``rag/paper_relevance.json``), gives P(it answers). ``select_papers`` cites
+``rag/answer/paper_relevance.json``), gives P(it answers). ``select_papers`` cites
 the papers that reach ``AQA_PAPER_CITE_AT`` (the most probable one always),
 chosen by the model or not, each quoted by the sentence that says what it
 does. Every step is traced with each paper's P and the signals'
@@ -23,9 +23,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from rag.answer.decision import DecisionModel, SignalSet
+from rag.answer.evidence import Candidate
 from rag.compare import MIN_SCORE, aspect_score
-from rag.decision import DecisionModel, SignalSet
-from rag.evidence import Candidate
 from rag.text import split_sentences
 from rag.types import RuleFiring, SearchHit
 

@@ -8,7 +8,7 @@ model runs: each candidate paper's closest sentence, numbered by rank.
 
 from __future__ import annotations
 
-from rag.evidence import Candidate
+from rag.answer.evidence import Candidate
 from rag.types import Answer, Citation, Evidence, SearchHit
 
 

@@ -1,15 +1,15 @@
 """Grounded answers, evidence first.
 
-1. The question is interpreted against the conversation (``rag.conversation``).
+1. The question is interpreted against the conversation (``rag.answer.conversation``).
 2. Papers are retrieved, or taken as pinned (``Filters.paper_ids``).
 3. Retrieval signals (best cosine, names unknown to the corpus, named papers).
-4. The model chooses evidence sentences under a JSON schema (``rag.evidence``);
-   the rules in ``rag.rules`` add evidence and set signals, and the model is
+4. The model chooses evidence sentences under a JSON schema (``rag.answer.evidence``);
+   the rules in ``rag.answer.rules`` add evidence and set signals, and the model is
    asked afresh, with only the chosen sentences in view, whether they answer.
-5. One calibrated decision over all signals (``rag.decision``): answer, not
+5. One calibrated decision over all signals (``rag.answer.decision``): answer, not
    confirmed (the closest passages shown as such), or decline.
 6. Only then does the synthesis stream, continuing the evidence conversation.
-   ``rag.verify`` checks each of its sentences against the evidence it cites;
+   ``rag.answer.verify`` checks each of its sentences against the evidence it cites;
    a sentence that fails stays visible, marked withdrawn. Nothing streamed is
    replaced.
 
@@ -20,9 +20,9 @@ paper is there but its abstract does not state the asked detail
 ("missing_detail", quoting the closest sentence it does state).
 
 This module owns the order of the steps; their parts live by concept:
-questions are read in ``rag.reading``, the index's word statistics in
-``rag.index_terms``, citations are numbered in ``rag.citations`` and
-declines worded in ``rag.declines``.
+questions are read in ``rag.answer.reading``, the index's word statistics in
+``rag.answer.index_terms``, citations are numbered in ``rag.answer.citations`` and
+declines worded in ``rag.answer.declines``.
 """
 
 from __future__ import annotations
@@ -32,32 +32,32 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from rag import reading, rules
-from rag.citations import cite, passages
-from rag.config import Settings
-from rag.conversation import resolve
-from rag.decision import Decision, DecisionModel, Signals, logit
-from rag.declines import Declined, decline, declined_as
-from rag.evidence import (
-    CHECK_SCHEMA,
+from rag.answer import reading, rules
+from rag.answer.citations import cite, passages
+from rag.answer.conversation import resolve
+from rag.answer.decision import Decision, DecisionModel, Signals, logit
+from rag.answer.declines import Declined, decline, declined_as
+from rag.answer.evidence import (
     Candidate,
     candidates,
     choice_schema,
     excerpts,
     heading,
     parse_choice,
-    parse_verdict,
     quoted,
 )
-from rag.index_terms import IndexTerms
-from rag.llm import LLM
-from rag.paper_relevance import (
+from rag.answer.index_terms import IndexTerms
+from rag.answer.paper_relevance import (
     PaperModel,
     own_sentences,
     paper_evidence,
     paper_signals,
     select_papers,
 )
+from rag.answer.steps import Steps, llm_steps
+from rag.answer.verify import SynthesisChecker
+from rag.config import Settings
+from rag.llm import LLM
 from rag.prompts import render
 from rag.retrieve import HybridRetriever
 from rag.types import (
@@ -68,12 +68,8 @@ from rag.types import (
     StreamEvent,
     Timings,
 )
-from rag.verify import SynthesisChecker
 
 History = Sequence[dict]
-CHOICE_TOKENS = 48  # a JSON list of at most a few ids
-VERDICT_TOKENS = 12  # {"answer": "yes"}
-VERDICT_PREFIX = '{"answer": "'  # the check's reply up to its yes/no
 
 
 def _headings(hits: list[SearchHit], chosen: list[Candidate]) -> str:
@@ -89,6 +85,8 @@ class Answerer(IndexTerms):
         self.settings = settings
         self.retriever = retriever
         self._llm_factory = llm_factory
+        # The model steps (choose, check, write); an eval or a test swaps one here.
+        self.steps: Steps = llm_steps(llm_factory)
         self.embedder = embedder
         self.checker = SynthesisChecker(settings, embedder, self._generic, self._p_not_answering_sentences,
                                         terms=self._terms, distinctive=self._distinctive)
@@ -180,7 +178,7 @@ class Answerer(IndexTerms):
         yield done()
 
     def _decide(self, sig: Signals, trace: list[RuleFiring], answer: Answer) -> Decision:
-        """The calibrated decision over all signals (``rag.decision``), traced."""
+        """The calibrated decision over all signals (``rag.answer.decision``), traced."""
         a = self.settings.answer
         d = self.decision_model.decide(sig, a.decision_answer_at, a.decision_decline_below)
         top = "; ".join(f"{n} {v:+.2f}" for n, v in d.strongest())
@@ -194,7 +192,7 @@ class Answerer(IndexTerms):
                       chosen: list[Candidate], choice: list[int], pinned: list[str],
                       trace: list[RuleFiring]) -> list[Candidate]:
         """For "which papers…": the evidence of the candidate papers that
-        answer (``rag.paper_relevance``), whether the model chose them or not;
+        answer (``rag.answer.paper_relevance``), whether the model chose them or not;
         each paper's closest sentences go through the check first (one short
         forward pass a paper), and a cited paper is quoted by what it does
         (``paper_evidence``). Other questions, and pinned or named
@@ -279,15 +277,13 @@ class Answerer(IndexTerms):
         if not cands:
             trace.append(RuleFiring("no_evidence", True, "no candidate sentences"))
             raise Declined("absent")
-        llm = self.llm
-        answer.model = llm.name
+        answer.model = self.llm.name
         messages = [
             {"role": "system", "content": render("evidence_system")},
             {"role": "user", "content": render("evidence_user", excerpts=excerpts(cands, hits),
                                                question=q)},
         ]
-        raw = "".join(llm.stream_chat(messages, max_tokens=CHOICE_TOKENS, temperature=0.0,
-                                      json_schema=choice_schema(len(cands), s.evidence.evidence_max_chosen)))
+        raw = self.steps.choose(messages, choice_schema(len(cands), s.evidence.evidence_max_chosen))
         ids = parse_choice(raw, len(cands))
         if ids is None:
             # A server that ignored the schema: fall back to the closest sentence.
@@ -366,20 +362,8 @@ class Answerer(IndexTerms):
 
     def _p_not_answering(self, q: str, chosen: list[Candidate], hits: list[SearchHit]) -> float | None:
         """The model's probability that the chosen sentences do not answer the
-        question: graded where the backend gives option probabilities (the
-        local model), else 1.0 or 0.0 from its constrained yes/no reply."""
-        check = [{"role": "system", "content": render("check_system")},
-                 {"role": "user", "content": render("check_user", quotes=quoted(chosen, hits),
-                                                    question=q)}]
-        llm = self.llm
-        graded = getattr(llm, "option_probabilities", None)
-        probs = graded(check, VERDICT_PREFIX, ("yes", "no")) if graded else None
-        if probs is not None:
-            return probs["no"]
-        reply = "".join(llm.stream_chat(check, max_tokens=VERDICT_TOKENS, temperature=0.0,
-                                        json_schema=CHECK_SCHEMA))
-        verdict = parse_verdict(reply)
-        return None if verdict is None else float(not verdict)
+        question (the ``check`` step, ``rag.answer.steps``)."""
+        return self.steps.check(q, quoted(chosen, hits))
 
     def _p_not_answering_sentences(self, q: str, hits: list[SearchHit], hit: int,
                                    sents: list[str]) -> float | None:
@@ -411,8 +395,7 @@ class Answerer(IndexTerms):
             ]
         yield StreamEvent("status", "Writing the answer…")
         pieces: list[str] = []
-        for piece in self.llm.stream_chat(follow, max_tokens=s.answer.synthesis_max_tokens,
-                                          temperature=s.llm.temperature):
+        for piece in self.steps.write(follow, s.answer.synthesis_max_tokens, s.llm.temperature):
             if answer.timings.ttft_ms is None:
                 answer.timings.ttft_ms = round((time.perf_counter() - t0) * 1000, 1)
             pieces.append(piece)

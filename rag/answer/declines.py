@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from rag.citations import cite
+from rag.answer.citations import cite
+from rag.answer.decision import Decision
+from rag.answer.evidence import Candidate
 from rag.config import Settings
-from rag.decision import Decision
-from rag.evidence import Candidate
 from rag.text import split_sentences
 from rag.types import Answer, DeclineKind, SearchHit
 

@@ -6,7 +6,7 @@ cosine to an evidence sentence). A sentence asserting a number or name its
 evidence lacks, or one the evidence does not back, first gets a chance to
 find its backing in another sentence of a cited abstract (rule
 evidence_extended, verbatim); failing that it stays visible, marked
-withdrawn. Used by ``rag.answer.Answerer``.
+withdrawn. Used by ``rag.answer.pipeline.Answerer``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from rag import rules
+from rag.answer import rules
+from rag.answer.evidence import Candidate, heading
 from rag.config import Settings
-from rag.evidence import Candidate, heading
 from rag.text import WORD, split_sentences, stemmer, strip_markers
 from rag.types import Answer, Citation, Evidence, RuleFiring, SentenceSupport
 

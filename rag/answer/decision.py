@@ -5,7 +5,7 @@ threshold; their false alarms added up on questions unlike the ones they were
 written from. Now every one of them is a *signal* (a number in ``Signals``),
 and one regularised logistic regression combines them into P(the question is
 answered by the evidence). Its coefficients are data
-(``rag/decision.json``), fit on the tune split only by
+(``rag/answer/decision.json``), fit on the tune split only by
 ``aqa eval fit-decision``; nothing here is hand-weighted.
 
 Three outcomes, from two cut-offs in settings (``answer.decision_answer_at``
@@ -139,7 +139,7 @@ def fit(rows: list[dict[str, float]], labels: list[int], *, folds: int = 5,
     whose strength is chosen by cross-validation. Returns the model as JSON
     data and each row's out-of-fold P(answered) (for the curve). ``names``:
     the signals to fit (default: the answer decision's ``Signals``; the
-    per-paper citation model of ``rag.paper_relevance`` passes its own)."""
+    per-paper citation model of ``rag.answer.paper_relevance`` passes its own)."""
     import numpy as np
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import StratifiedKFold, cross_val_predict, cross_val_score

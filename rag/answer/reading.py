@@ -2,7 +2,7 @@
 it names, and which names a sentence states.
 
 Predicates, not rules: nothing here fires or goes into an answer's trace.
-The rules in ``rag.rules`` and the ``rag.answer.Answerer`` read questions and
+The rules in ``rag.answer.rules`` and the ``rag.answer.pipeline.Answerer`` read questions and
 evidence through them: a question asks for a value (``asks_value``,
 ``asked_measure``, ``value_clauses``), a name (``asks_name``), a gist
 (``asks_overview``) or a comparison (``is_comparative``, ``compares_papers``);
