@@ -380,13 +380,16 @@ class Answerer(IndexTerms):
                     raw_choice: str, q: str, t0: float) -> Iterator[StreamEvent]:
         s = self.settings
         ids = ", ".join(f"[{c.id}]" for c in chosen)
-        if reading.asks_for_papers(q) and len({c.hit for c in chosen}) > 1 and not answer.pinned:
-            # "Which papers…" with several cited: a fresh prompt with only their
-            # sentences (dropped papers out of view), what each does, how they differ.
+        if any(r.name == "paper_relevance" for r in answer.rules):
+            # "Which papers…": a fresh prompt with only the cited papers' sentences
+            # (papers judged not to answer are out of view): what each does, and
+            # with several, how they differ.
+            several = len({c.hit for c in chosen}) > 1
             follow = [{"role": "system", "content": render("synthesis_papers_system")},
                       {"role": "user", "content": render(
                           "synthesis_papers_user", excerpts=excerpts(chosen, answer.retrieved),
-                          example=chosen[0].id, question=q)}]
+                          example=chosen[0].id, question=q,
+                          differ=render("synthesis_papers_differ") + " " if several else "")}]
         else:
             follow = messages + [
                 {"role": "assistant", "content": raw_choice},
