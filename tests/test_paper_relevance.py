@@ -157,3 +157,13 @@ def test_rule_names_uncited_paper():
     assert not names_uncited_paper("MELON masks the user prompt [1].", ["MELON"], ["Speak Easy"]).fired
     # a name inside a longer word or hyphenated name is not that paper
     assert not names_uncited_paper("It beats MELON-2 [1].", ["X"], ["MELON"]).fired
+
+
+def test_papers_evidence_numbers_new_candidates_once_each():
+    from rag.answer.paper_relevance import papers_evidence
+
+    # no contribution sentence offered: each paper gains one, numbered after the offered ids
+    cands = [c for c in _cands() if not c.text.startswith("We ")]
+    ev = papers_evidence(cands, HITS, [0, 1, 2], lambda t: 0.2)
+    new = [c.id for v in ev.values() for c in v if c.id > max(x.id for x in cands)]
+    assert len(new) == 3 and len(set(new)) == 3 and min(new) == max(x.id for x in cands) + 1

@@ -106,6 +106,18 @@ def paper_evidence(cands: Sequence[Candidate], hits: Sequence[SearchHit], hit: i
     return sorted(out, key=lambda c: c.position)
 
 
+def papers_evidence(cands: Sequence[Candidate], hits: Sequence[SearchHit], papers: Sequence[int],
+                    relevance: Callable[[str], float]) -> dict[int, list[Candidate]]:
+    """``paper_evidence`` of each of ``papers``, new candidates numbered after
+    the offered ones (each id once)."""
+    nxt = max((c.id for c in cands), default=0) + 1
+    out: dict[int, list[Candidate]] = {}
+    for h in papers:
+        out[h] = paper_evidence(cands, hits, h, nxt, relevance)
+        nxt = max([nxt - 1] + [c.id for c in out[h]]) + 1
+    return out
+
+
 class PaperModel:
     """P(a paper answers the question) from its ``PaperSignals`` (a fitted ``DecisionModel``)."""
 

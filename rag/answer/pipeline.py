@@ -50,8 +50,8 @@ from rag.answer.index_terms import IndexTerms
 from rag.answer.paper_relevance import (
     PaperModel,
     own_sentences,
-    paper_evidence,
     paper_signals,
+    papers_evidence,
     select_papers,
 )
 from rag.answer.steps import Steps, llm_steps
@@ -201,13 +201,9 @@ class Answerer(IndexTerms):
             return chosen
         sigs = paper_signals(q, hits, cands, choice, overlap=self._lexical_overlap,
                              terms=self._terms, distinctive=self._distinctive)
-        qv = self.embedder.embed_query(q)
-        nxt = max(c.id for c in cands) + 1
-        evidence: dict[int, list[Candidate]] = {}
-        for h in sigs:
-            evidence[h] = paper_evidence(cands, hits, h, nxt, lambda t: float(
-                np.asarray(self.embedder.embed_texts([t]))[0] @ np.asarray(qv)))
-            nxt = max([nxt - 1] + [c.id for c in evidence[h]]) + 1
+        qv = np.asarray(self.embedder.embed_query(q))
+        evidence = papers_evidence(cands, hits, list(sigs), lambda t: float(
+            np.asarray(self.embedder.embed_texts([t]))[0] @ qv))
         if self._check_runs():
             # The check reads the paper's sentences closest to the question: on tune
             # this separated answering papers better (out-of-fold AUC 0.84) than its
