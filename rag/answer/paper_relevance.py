@@ -8,8 +8,8 @@ paper on another problem (a vision backdoor paper for an LLM-agent question)
 rode along, and a paper the model overlooked was left out. Now each
 candidate paper gets ``PaperSignals`` (retrieval score, cosine,
 question-term coverage of its abstract, the model's evidence choice, and the
-model's check of its own closest sentences) and one logistic regression, fit on the tune split's gold
-papers by ``aqa eval fit-papers`` (coefficients in
+model's check of its own closest sentences) and one logistic regression, fit
+on the tune split's gold papers by ``aqa eval fit-papers`` (coefficients in
 ``rag/answer/paper_relevance.json``), gives P(it answers). ``select_papers`` cites
 the papers that reach ``AQA_PAPER_CITE_AT`` (the most probable one always),
 chosen by the model or not, each quoted by the sentence that says what it
@@ -30,11 +30,12 @@ from rag.text import split_sentences
 from rag.types import RuleFiring, SearchHit
 
 PAPER_MODEL_FILE = Path(__file__).resolve().parent / "paper_relevance.json"
+CHECKED_SENTENCES = 2  # a paper's closest sentences the per-paper check reads (the fit's setting)
 
 
 @dataclass
 class PaperSignals(SignalSet):
-    """What the engine knows about one candidate paper for a question (no model call)."""
+    """What the engine knows about one candidate paper for a question."""
 
     score_ratio: float = 0.0  # the paper's fused retrieval score over the best paper's
     dense: float = 0.0  # its best passage's dense cosine to the question
@@ -62,7 +63,8 @@ def paper_signals(question: str, hits: Sequence[SearchHit], cands: Sequence[Cand
     cov = {i: overlap(question, texts[i]) for i in idx}
     best_cov = max(cov.values()) or 1.0
     asked = {t for t in terms(question) if distinctive(t)}
-    picked = {c.hit for c in cands if c.id in set(chosen_ids)}
+    ids = set(chosen_ids)
+    picked = {c.hit for c in cands if c.id in ids}
     out: dict[int, PaperSignals] = {}
     for i in idx:
         held = len(asked & terms(texts[i])) / len(asked) if asked else 1.0
@@ -74,7 +76,7 @@ def paper_signals(question: str, hits: Sequence[SearchHit], cands: Sequence[Cand
     return out
 
 
-def own_sentences(cands: Sequence[Candidate], hit: int, n: int = 2) -> list[str]:
+def own_sentences(cands: Sequence[Candidate], hit: int, n: int = CHECKED_SENTENCES) -> list[str]:
     """A paper's ``n`` candidate sentences closest to the question, in abstract
     order: what the per-paper check reads."""
     own = sorted((c for c in cands if c.hit == hit), key=lambda c: -c.relevance)[:n]
