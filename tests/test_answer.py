@@ -998,3 +998,23 @@ def test_summarize_these_papers_quotes_every_pinned_paper(fake_engine):
     b = eng.ask("Which of these uses AgentDojo?",
                 filters=Filters(paper_ids=[ids["MELON"], ids["ShieldAgent"]]))
     assert "pinned_paper_uncovered" not in rules_fired(b)
+
+
+def test_rule_names_uncited_paper_withdraws_a_claim_about_another_paper(fake_engine):
+    """A synthesis sentence about a retrieved paper it does not cite ("<other
+    paper> … [1]" with [1] ShieldAgent) is withdrawn, visibly, with the paper named."""
+    probe = fake_engine(llm=ScriptedLLM(pick("11.3%"), "x"))
+    other = next(h.paper.name for h in probe.search(SHIELD_Q)
+                 if h.paper.name not in ("ShieldAgent", "Position"))
+    # The check admits the 11.3% sentence, not the other paper's (no evidence_extended).
+    verdict = lambda msgs: "yes" if "11.3%" in msgs[-1]["content"] else "no"  # noqa: E731
+    eng = fake_engine(llm=ScriptedLLM(pick("11.3%"), lambda s: (
+        f"ShieldAgent outperforms prior methods by 11.3% {ids_of('11.3%', s)}. "
+        f"{other} outperforms prior methods too {ids_of('11.3%', s)}."), verdict))
+    a = eng.ask(SHIELD_Q)
+    assert other in {h.paper.name for h in a.retrieved}  # retrieved, not cited
+    assert not a.declined and {c.paper.name for c in a.citations} == {"ShieldAgent"}
+    first, second = a.sentences
+    assert not first.withdrawn
+    assert second.withdrawn and other in second.withdrawn_reason
+    assert any(r.name == "names_uncited_paper" and r.fired for r in a.rules)
