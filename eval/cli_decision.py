@@ -73,6 +73,13 @@ def cmd_eval_signals(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_coefficients(data: dict[str, Any], out: Path) -> None:
+    """A fit's standardised coefficients, largest first, and where they went."""
+    w = sorted(data["coef"].items(), key=lambda kv: -abs(kv[1]))
+    print("coefficients (standardised): " + ", ".join(f"{n} {v:+.2f}" for n, v in w))
+    print(f"wrote {out}")
+
+
 def cmd_eval_fit_decision(args: argparse.Namespace) -> int:
     """Fit the calibrated decision on tune signal rows; print its curve."""
     from eval.decision_fit import curve_table, fit_rows, read_rows
@@ -86,11 +93,8 @@ def cmd_eval_fit_decision(args: argparse.Namespace) -> int:
     print(curve_table(data))
     print(f"suggested answer.decision_answer_at: {data['suggested_answer_at']} "
           f"(most unanswerable declined with ≤ 5% answerable declined, out of fold)")
-    w = sorted(data["coef"].items(), key=lambda kv: -abs(kv[1]))
-    print("coefficients (standardised): " + ", ".join(f"{n} {v:+.2f}" for n, v in w))
-    print(f"wrote {out}")
+    _print_coefficients(data, out)
     return 0
-
 
 
 def cmd_eval_fit_papers(args: argparse.Namespace) -> int:
@@ -119,9 +123,7 @@ def cmd_eval_fit_papers(args: argparse.Namespace) -> int:
     print(curve_table(data))
     print(f"suggested answer.paper_cite_at: {data['suggested_cite_at']} (best F0.5 of the papers "
           "cited, out of fold)")
-    w = sorted(data["coef"].items(), key=lambda kv: -abs(kv[1]))
-    print("coefficients (standardised): " + ", ".join(f"{n} {v:+.2f}" for n, v in w))
-    print(f"wrote {out}")
+    _print_coefficients(data, out)
     return 0
 
 
