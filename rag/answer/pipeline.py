@@ -375,7 +375,6 @@ class Answerer(IndexTerms):
     def _synthesise(self, answer: Answer, chosen: list[Candidate], messages: list[dict],
                     raw_choice: str, q: str, t0: float) -> Iterator[StreamEvent]:
         s = self.settings
-        ids = ", ".join(f"[{c.id}]" for c in chosen)
         if any(r.name == "paper_relevance" for r in answer.rules):
             # "Which papers…": a fresh prompt with only the cited papers' sentences
             # (papers judged not to answer are out of view): what each does, and
@@ -389,7 +388,8 @@ class Answerer(IndexTerms):
         else:
             follow = messages + [
                 {"role": "assistant", "content": raw_choice},
-                {"role": "user", "content": render("synthesis_user", chosen=ids,
+                {"role": "user", "content": render("synthesis_user",
+                                                   chosen=", ".join(f"[{c.id}]" for c in chosen),
                                                    example=chosen[0].id, question=q)},
             ]
         yield StreamEvent("status", "Writing the answer…")
