@@ -80,6 +80,17 @@ class _Handler(BaseHTTPRequestHandler):
             srv.requests += 1
             srv.active += 1
             srv.peak = max(srv.peak, srv.active)
+        done = False
+
+        def finish() -> None:
+            # Counted as done before its last bytes go out: once the client has
+            # them it may start its next request before this handler returns.
+            nonlocal done
+            if not done:
+                done = True
+                with srv._lock:
+                    srv.active -= 1
+
         try:
             rf = body.get("response_format") or {}
             if rf.get("type") == "json_schema":
@@ -99,6 +110,8 @@ class _Handler(BaseHTTPRequestHandler):
                 for i, p in enumerate(pieces):
                     time.sleep(srv.delay / 2 / len(pieces))
                     last = i == len(pieces) - 1
+                    if last:
+                        finish()
                     doc = {"id": "x", "object": "chat.completion.chunk", "created": 0,
                            "model": "fake", "choices": [{"index": 0, "delta": {"content": p},
                                                           "finish_reason": "stop" if last else None}]}
@@ -111,6 +124,7 @@ class _Handler(BaseHTTPRequestHandler):
                        "choices": [{"index": 0, "finish_reason": "stop",
                                     "message": {"role": "assistant", "content": text}}]}
                 payload = json.dumps(doc).encode()
+                finish()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
@@ -119,8 +133,7 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass  # the client hung up (cancelled)
         finally:
-            with srv._lock:
-                srv.active -= 1
+            finish()
 
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
