@@ -105,15 +105,20 @@ def cmd_eval_fit_papers(args: argparse.Namespace) -> int:
     from rag.config import Settings
     from rag.embed import embed_model_name
 
-    _, qs = _questions(args)
-    qs = [q for q in qs if getattr(q, "split", "tune") == "tune"]  # never fit on heldout
-    corpus = _corpus(args)
-    over = _overrides(args)
-    over["data_dir"] = eval_data_dir(_base_data_dir(args), corpus, embed_model_name(Settings(**over)))
-    engine = build_engine(over)
-    prepare_corpus(engine, corpus)
-    rows = paper_rows(engine, qs)
-    if args.rows:
+    if args.from_rows:
+        # Rows recorded by earlier runs (--rows): refit without running the model.
+        rows = [json.loads(line) for f in args.from_rows
+                for line in Path(f).read_text(encoding="utf-8").splitlines() if line.strip()]
+    else:
+        _, qs = _questions(args)
+        qs = [q for q in qs if getattr(q, "split", "tune") == "tune"]  # never fit on heldout
+        corpus = _corpus(args)
+        over = _overrides(args)
+        over["data_dir"] = eval_data_dir(_base_data_dir(args), corpus, embed_model_name(Settings(**over)))
+        engine = build_engine(over)
+        prepare_corpus(engine, corpus)
+        rows = paper_rows(engine, qs)
+    if args.rows and not args.from_rows:
         Path(args.rows).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     data = fit_papers(rows, seed=args.seed)
     out = Path(args.out) if args.out else PAPER_MODEL_FILE
@@ -174,6 +179,8 @@ def register(esub: Any) -> None:
                          "curve, writes rag/answer/paper_relevance.json")
     fp.add_argument("--out", help="where to write the coefficients (default: rag/answer/paper_relevance.json)")
     fp.add_argument("--rows", help="also write the candidate-paper rows here (JSONL)")
+    fp.add_argument("--from-rows", nargs="+", metavar="FILE",
+                    help="fit on rows written by earlier runs (--rows) instead of running the model")
     fp.add_argument("--seed", type=int, default=0, help="cross-validation seed")
     fp.add_argument("--set", help="question set JSONL (default: eval/questions.jsonl)")
     fp.add_argument("--corpus", nargs="+", help="corpus paths (default: the bundled corpus)")
