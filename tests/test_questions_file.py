@@ -25,9 +25,11 @@ BASE_KEYS = {"id", "question", "type", "gold", "must_include", "notes", "split"}
 OPTIONAL_KEYS = {"answered_by", "history", "pinned", "answerable"}
 # q001-q120 were used while tuning the engine's rules, and the first held-out split
 # (q121-q310) was retired into "tune" on 2026-12-02 after its per-question results had
-# been read: q001-q315 are all "tune". The held-out split is exactly q316 onward.
+# been read: q001-q315 are all "tune". The held-out split is exactly q316-q440; questions
+# added after it (q441 on, "which papers" questions for the per-paper fit) are tune.
 ORIGINAL_MAX_ID = 120
 TUNE_MAX_ID = 315
+HELDOUT_MAX_ID = 440
 MIN_HELDOUT = 120
 MIN_HELDOUT_PER_TYPE = 8
 COUNT_TOLERANCE = 2
@@ -182,14 +184,14 @@ def test_split_values_and_original_questions_are_tune():
             assert q["split"] == "tune", f"{q['id']} was used for tuning; it cannot be heldout"
 
 
-def test_heldout_is_exactly_the_questions_from_q316():
+def test_heldout_is_exactly_the_questions_q316_to_q440():
     # q001-q315 are tune (q121-q310 were the first heldout, retired on 2026-12-02 because
-    # their per-question results had been read); every question from q316 on is heldout.
+    # their per-question results had been read); q316-q440 are heldout; later ones tune.
     for q in QS:
-        if _num(q) <= TUNE_MAX_ID:
-            assert q["split"] == "tune", f"{q['id']} (q001-q{TUNE_MAX_ID}) must be tune"
+        if TUNE_MAX_ID < _num(q) <= HELDOUT_MAX_ID:
+            assert q["split"] == "heldout", f"{q['id']} (q{TUNE_MAX_ID + 1}-q{HELDOUT_MAX_ID}) must be heldout"
         else:
-            assert q["split"] == "heldout", f"{q['id']} (q{TUNE_MAX_ID + 1}+) must be heldout"
+            assert q["split"] == "tune", f"{q['id']} (outside q{TUNE_MAX_ID + 1}-q{HELDOUT_MAX_ID}) must be tune"
     assert len(_heldout()) >= MIN_HELDOUT, len(_heldout())
 
 
