@@ -16,6 +16,7 @@ import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -108,10 +109,7 @@ class Lexical:
     # --- query ---
     def terms(self, text: str) -> list[str]:
         """Stemmed, stop-worded tokens of ``text`` (vocabulary or not)."""
-        import bm25s
-
-        return bm25s.tokenize([text], stopwords="en", stemmer=_STEMMER.get(),
-                              return_ids=False, show_progress=False)[0]
+        return list(_tokenize(text))
 
     def top(self, terms: Sequence[str], k: int,
             mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -160,6 +158,18 @@ class _LazyStemmer:
 
 
 _STEMMER = _LazyStemmer()
+# Distinct texts an answer tokenizes (its question, candidate sentences, titles
+# and abstracts; about 50 calls an answer, most repeated across the rules).
+TOKENIZE_CACHE = 8192
+
+
+@lru_cache(maxsize=TOKENIZE_CACHE)
+def _tokenize(text: str) -> tuple[str, ...]:
+    """``LexicalIndex.terms``, cached: tokenizing is a pure function of the text."""
+    import bm25s
+
+    return tuple(bm25s.tokenize([text], stopwords="en", stemmer=_STEMMER.get(),
+                                return_ids=False, show_progress=False)[0])
 
 
 def _idf(bm25: Any, n: int) -> np.ndarray:

@@ -407,6 +407,38 @@ def test_a_full_house_refuses_at_once_with_when_to_retry_and_second_answers_are_
     assert isinstance(second[3], str) and Path(second[3]).is_file()  # a value update
 
 
+def test_redraws_repeat_values_instead_of_rebuilding_components():
+    """Issue #29, item 16: a skipped output (``gr.skip()``, a property update)
+    makes Gradio build that component anew on every redraw; while an answer is
+    written the panel, export buttons and result repeat their values instead,
+    and the evidence panel, once shown, stays for the rest of the stream."""
+    import gradio as gr
+
+    class Evidence(FakeEngine):
+        def ask_stream(self, question, *, history=(), k=None, filters=None):
+            yield StreamEvent("status", "Searching the abstracts…")
+            yield StreamEvent("evidence", answer=make_answer())
+            for i in range(3):
+                yield StreamEvent("token", f"w{i} ")
+                time.sleep(0.11)
+            yield StreamEvent("answer", answer=make_answer())
+
+    ui = AqaUI(Evidence())
+    first = _drain(ui.respond("What does ShieldAgent do?", [], [], [], [], [], 5, []))
+    history = [{"role": "user", "content": "What does ShieldAgent do?"},
+               {"role": "assistant", "content": first[-1][0]}]
+    outs = _drain(ui.respond("And its results?", history, [], [], [], [], 5, first[-1][2]))
+    for o in outs:
+        for i in (1, 3, 4, 5, 6):  # panel, md, json, bib, result: never a property update
+            assert not (isinstance(o[i], dict) or isinstance(o[i], gr.components.Component)), (i, o[i])
+    # Before the evidence the panel still shows the first answer's papers; after it,
+    # every redraw shows the new (preliminary) evidence.
+    ev = next(n for n, o in enumerate(outs) if "Evidence found" in o[0])
+    assert outs[0][1] == first[-1][1] and outs[0][6] == first[-1][6]
+    assert all(o[1] == outs[ev][1] for o in outs[ev:-1]) and outs[ev][1] != first[-1][1]
+    assert isinstance(outs[0][3], str) and Path(outs[0][3]).is_file()  # the first answer's export
+
+
 def test_streaming_redraws_are_batched_to_ten_per_second():
     """Issue #29, item 16: each redraw is a Gradio event for the whole server;
     tokens arriving faster than 10 per second are batched, and the last batch

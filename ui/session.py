@@ -15,7 +15,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import gradio as gr
@@ -55,6 +55,10 @@ class Turn:
     answer: Answer | None
     rendered: str = ""
     stopped: bool = False
+    # What this turn left in the panel, the three export buttons and the result
+    # box: (panel HTML, md path, json path, bib path, result JSON); a display
+    # cache, not part of the turn's identity.
+    shown: tuple = field(default=(), compare=False, repr=False)
 
 
 def message_text(content: Any) -> str:
@@ -105,6 +109,12 @@ def engine_history(turns: list[Turn]) -> list[dict]:
 def make_filters(sources: list[str] | None, venues: list[str] | None,
                  years: list[Any] | None, paper_ids: list[str] | None) -> Filters | None:
     return Filters.from_lists(sources, venues, years, paper_ids)
+
+
+def buttons(files: tuple[str | None, ...]) -> tuple[Any, ...]:
+    """Export buttons for ``files``, each enabled when it has a file (a property
+    update: Gradio builds each anew, so only when a button's state changes)."""
+    return tuple(gr.DownloadButton(value=f, interactive=f is not None) for f in files)
 
 
 def _off() -> Any:
@@ -238,19 +248,28 @@ class AqaUI:
 
     def export_buttons(self, turns: list[Turn]) -> tuple[Any, Any, Any]:
         """The three export buttons for ``turns``, each enabled when it has a file."""
-        return tuple(gr.DownloadButton(value=f, interactive=f is not None)
-                     for f in self.export_files(turns))
+        return buttons(self.export_files(turns))
 
-    def export_updates(self, turns: list[Turn], before: list[Turn]) -> tuple[Any, ...]:
-        """``export_buttons`` after one more turn, as cheap updates where a
-        button's state (enabled or not) is what ``before`` left: a bare file
-        path is a value update, while a component is a property update, for
+    @staticmethod
+    def on_screen(turns: list[Turn]) -> list[Any]:
+        """What the panel, the export buttons and the result box show now (what
+        the last turn left there, or their first values), as plain values. An
+        answer's redraws repeat these instead of ``gr.skip()``: a skip is a
+        property update, for which Gradio builds a new component and its JSON
+        schema each time (py-spy under ``python -m eval.load``: about a third
+        of the server's CPU)."""
+        last = next((t.shown for t in reversed(turns) if t.shown), None)
+        return list(last) if last else [render.citations_panel(None), None, None, None, ""]
+
+    def export_updates(self, files: tuple[str | None, ...], before: list[Turn]) -> tuple[Any, ...]:
+        """The export buttons for ``files`` after one more turn, as cheap updates
+        where a button's state (enabled or not) is what ``before`` left: a bare
+        file path is a value update, while a component is a property update, for
         which Gradio builds a new component and its JSON schema (measured: about
         a third of the server's CPU per answer, 100 sessions at once)."""
-        files = self.export_files(turns)
         if [f is not None for f in files] != list(self.export_state(before)):
-            return tuple(gr.DownloadButton(value=f, interactive=f is not None) for f in files)
-        return tuple(f if f is not None else gr.skip() for f in files)
+            return buttons(files)
+        return files
 
     @staticmethod
     def export_state(turns: list[Turn]) -> tuple[bool, bool, bool]:
@@ -266,8 +285,13 @@ class AqaUI:
                 turns: list[Turn] | None) -> Iterator[tuple]:
         """ChatInterface fn: yields (message, panel, turns, md, json, bib, result);
         ``result`` is the structured answer for API clients (hidden in the page)."""
-        waiting = (gr.skip(),) * 6
         turns = aligned_turns(turns, user_questions(history))
+        # The outputs after the message while the answer is written: (panel,
+        # turns, md, json, bib, result) as they are (see on_screen); a state
+        # has no component, so the turns can be skipped. The evidence replaces
+        # the panel.
+        panel, md, js, bib, res = self.on_screen(turns)
+        waiting = [panel, gr.skip(), md, js, bib, res]
         question = (message or "").strip()
         if not question:
             yield render.error_markdown("Type a question first."), *waiting
@@ -285,10 +309,10 @@ class AqaUI:
         except Busy as b:  # refused at once, with when to retry; nothing is kept
             msg = str(b)
             yield (render.error_markdown(msg), render.error_panel(msg), turns,
-                   gr.skip(), gr.skip(), gr.skip(), self.result(turns, error=msg))
+                   md, js, bib, self.result(turns, error=msg))
 
     def _answer(self, question: str, hist: list[dict], k: float | None,
-                filters: Filters | None, turns: list[Turn], waiting: tuple) -> Iterator[tuple]:
+                filters: Filters | None, turns: list[Turn], waiting: list) -> Iterator[tuple]:
         """One admitted answer: streams, then the checked answer (or the error)."""
         yield "_Searching the abstracts…_", *waiting
         partial, answer = "", None
@@ -314,9 +338,9 @@ class AqaUI:
                     yield f"_{render.md_escape(ev.text)}_", *waiting
                 elif ev.kind == "evidence" and ev.answer is not None:
                     # Cited papers and their quotes show before the synthesis streams.
+                    waiting[0] = render.citations_panel(ev.answer, preliminary=True)
                     yield ("_Evidence found; writing the answer…_" if not partial
-                           else render.stream_markdown(partial),
-                           render.citations_panel(ev.answer, preliminary=True), *waiting[1:])
+                           else render.stream_markdown(partial), *waiting)
                 elif ev.kind == "answer":
                     if pending:  # the tokens batched since the last redraw, then the check
                         yield render.stream_markdown(partial), *waiting
@@ -325,17 +349,19 @@ class AqaUI:
                 raise AqaError("The engine finished without an answer.")
         except Exception as e:  # noqa: BLE001 - every failure becomes a chat message
             msg = error_text(e)
-            shown = render.error_markdown(msg)
-            turns.append(Turn(question, None, shown))
+            text = render.error_markdown(msg)
             # A failed turn adds nothing to the exports: the buttons stay as they are.
-            yield (shown, render.error_panel(msg), turns,
-                   gr.skip(), gr.skip(), gr.skip(), self.result(turns, error=msg))
+            turns.append(Turn(question, None, text))
+            turns[-1].shown = (render.error_panel(msg), *waiting[2:5], self.result(turns, error=msg))
+            yield text, turns[-1].shown[0], turns, *turns[-1].shown[1:]
             return
-        shown = render.answer_markdown(answer)
+        text = render.answer_markdown(answer)
         before = list(turns)
-        turns.append(Turn(question, answer, shown))
-        yield (shown, render.citations_panel(answer), turns,
-               *self.export_updates(turns, before), self.result(turns))
+        turns.append(Turn(question, answer, text))
+        files = self.export_files(turns)
+        turns[-1].shown = (render.citations_panel(answer), *files, self.result(turns))
+        yield (text, turns[-1].shown[0], turns, *self.export_updates(files, before),
+               turns[-1].shown[4])
 
     @staticmethod
     def result(turns: list[Turn], error: str | None = None) -> str:
@@ -362,8 +388,12 @@ class AqaUI:
             history.pop()  # the streamed draft
         history.append({"role": "assistant", "content": render.STOPPED_MARKDOWN})
         turns.append(Turn(questions[-1], None, render.STOPPED_MARKDOWN, stopped=True))
-        return (history, history, render.stopped_panel(), turns, *self.export_buttons(turns),
-                self.result(turns, error="Stopped before the answer was checked."))
+        files = self.export_files(turns)
+        turns[-1].shown = (render.stopped_panel(), *files,
+                           self.result(turns, error="Stopped before the answer was checked."))
+        return (history, history, turns[-1].shown[0], turns,
+                *buttons(files),
+                turns[-1].shown[4])
 
     def new_chat(self) -> tuple:
         """Clear the conversation, its state, the panel and the exports."""
