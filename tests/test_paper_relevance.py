@@ -58,6 +58,12 @@ def test_asks_for_papers_reads_plural_paper_questions():
     assert not asks_for_papers("Which paper studies decentralized SGD?")
     assert not asks_for_papers("Which paper proposes a guardrail agent?")
     assert not asks_for_papers("What does MELON find?")
+    # An imperative asks for a set even with "the" (tune q462); a question about
+    # "the papers" already in view does not.
+    assert asks_for_papers("List the papers that discuss how peer review should be run.")
+    assert asks_for_papers("Show me the papers on diffusion models")
+    assert not asks_for_papers("What do the papers say about robustness?")
+    assert not asks_for_papers("Summarize the papers.")
 
 
 def _evidence(cands: list[Candidate]) -> dict[int, list[Candidate]]:

@@ -239,7 +239,9 @@ _ASKS_PAPERS = re.compile(
     r"\b(?:which|what|are there|is there|list|find|show|name|any)\b"
     r"(?:\s+(?!(?:these|those|the|two|both|papers?|works?|stud(?:y|ies))\b)[\w-]+){0,3}?\s+"
     r"(?:papers|works|studies|articles)\b"
-    r"|\bwhich\s+of\s+(?:the|these|those)\s+(?:[\w-]+\s+)?(?:papers|works|studies|articles)\b",
+    r"|\bwhich\s+of\s+(?:the|these|those)\s+(?:[\w-]+\s+)?(?:papers|works|studies|articles)\b"
+    # "List the papers that…": an imperative asks for a set even with "the".
+    r"|^\s*(?:list|find|show|name)\s+(?:me\s+)?(?:all\s+)?the\s+(?:papers|works|studies|articles)\b",
     re.IGNORECASE)
 
 
