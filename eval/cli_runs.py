@@ -85,6 +85,16 @@ def cmd_eval_rescore(args: argparse.Namespace) -> int:
 
 
 
+def cmd_eval_merge(args: argparse.Namespace) -> int:
+    from eval.runner import merge_runs
+
+    s = merge_runs(args.base, args.partial, args.out)
+    m = s["run"]["merged"]
+    print(f"{args.out}: {m['replaced']} of {m['of']} questions from {args.partial}; "
+          f"pass {s['overall']['pass']['mean']:.3f}")
+    return 0
+
+
 def cmd_eval_ablate(args: argparse.Namespace) -> int:
     from eval.ablate import run_ablation
     from eval.runner import default_run_dir
@@ -131,6 +141,13 @@ def register(esub: Any) -> None:
     c.add_argument("--json", action="store_true")
     c.add_argument("--out", help="also write the Markdown comparison here")
     c.set_defaults(fn=cmd_eval_compare)
+
+    mg = esub.add_parser("merge", help="a run's questions, with those a partial run also "
+                         "ran taken from it (after a change that only some questions see)")
+    mg.add_argument("base")
+    mg.add_argument("partial")
+    mg.add_argument("--out", required=True, help="folder for the merged run")
+    mg.set_defaults(fn=cmd_eval_merge)
 
     rs = esub.add_parser("rescore", help="recompute a run's metrics from its stored results")
     rs.add_argument("runs", nargs="+")

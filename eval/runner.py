@@ -327,6 +327,37 @@ def rescore_run(run_dir: Path | str) -> dict[str, Any]:
     return new
 
 
+def merge_runs(base: Path | str, partial: Path | str, out: Path | str) -> dict[str, Any]:
+    """A run of ``base``'s questions in which those ``partial`` also ran take
+    its records: after a change that can only affect some questions (say, only
+    "which papers" ones), rerun those and merge instead of rerunning all.
+    Both runs must have the same k and LLM setting; the merged summary is
+    recomputed and records both runs."""
+    from eval.report import write_report
+    from rag.errors import AqaError
+
+    (sb, rb), (sp, rp) = load_run(base), load_run(partial)
+    if (sb["k"], sb["use_llm"]) != (sp["k"], sp["use_llm"]):
+        raise AqaError(f"{partial}: k / use_llm differ from {base}; runs cannot be merged")
+    newer = {r["id"]: r for r in rp}
+    unknown = sorted(set(newer) - {r["id"] for r in rb})
+    if unknown:
+        raise AqaError(f"{partial}: questions not in {base}: {', '.join(unknown[:5])}")
+    records = [newer.get(r["id"], r) for r in rb]
+    new = summarize(records, use_llm=sb["use_llm"], k=int(sb["k"]),
+                    n_boot=sb.get("n_boot", 1000), seed=sb.get("seed", 0))
+    new["run"] = {**sp.get("run", {}), "merged": {"base": str(base), "partial": str(partial),
+                                                 "replaced": len(newer), "of": len(rb)}}
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "results.jsonl").open("w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    (out / "summary.json").write_text(json.dumps(new, indent=2) + "\n", encoding="utf-8")
+    write_report(out, new, records)
+    return new
+
+
 def load_run(run_dir: Path | str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(summary, records) of a finished run folder."""
     run_dir = Path(run_dir)

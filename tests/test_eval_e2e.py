@@ -177,6 +177,20 @@ def test_eval_run_report_and_compare(index_copy: Path, qset: Path, tmp_path: Pat
     text = render_comparison(c)
     assert "Broken (pass → fail): 2" in text and "`t1`" in text
 
+    # --- merge: run_a's questions, with f1 taken from a partial run (run_b's f1) ---
+    from eval.runner import merge_runs
+
+    partial = tmp_path / "partial"
+    shutil.copytree(out_b, partial)
+    b_recs = load_run(partial)[1]
+    (partial / "results.jsonl").write_text(json.dumps(b_recs[0]) + "\n")
+    merged = merge_runs(out_a, partial, tmp_path / "merged")
+    m_recs = load_run(tmp_path / "merged")[1]
+    assert [r["id"] for r in m_recs] == [r["id"] for r in recs]
+    assert m_recs[0] == b_recs[0] and m_recs[1:] == load_run(out_a)[1][1:]
+    assert merged["overall"]["pass"]["mean"] == pytest.approx(0.5)  # f1 now fails too
+    assert merged["run"]["merged"]["replaced"] == 1 and merged["run"]["merged"]["of"] == 4
+
 
 def test_cli_retrieval_only_run_and_compare(index_copy: Path, qset: Path, tmp_path: Path,
                                            capsys):
