@@ -23,6 +23,9 @@ from eval.runner import _paper_id, as_indexed
 # this many times recall: a wrongly cited paper misleads, a missed one is
 # only incomplete.
 PRECISION_WEIGHT = 2.0
+# Questions the out-of-fold curve needs (5 folds by question, each with some
+# questions left out and some to train on).
+MIN_QUESTIONS = 10
 
 
 def paper_rows(engine: Any, questions: Sequence[Any], *, progress: bool = True
@@ -125,6 +128,10 @@ def fit_papers(rows: list[dict[str, Any]], *, seed: int = 0) -> dict[str, Any]:
     labels = [int(r["gold"]) for r in rows]
     if len(set(labels)) < 2:
         raise AqaError("need both gold and other candidate papers to fit the paper model")
+    n_q = len({r["id"] for r in rows})
+    if n_q < MIN_QUESTIONS:
+        raise AqaError(f"{n_q} question(s) with candidate papers: the fit's cross-validation "
+                       f"needs at least {MIN_QUESTIONS} (rows are still written with --rows)")
     data, _ = fit([r["signals"] for r in rows], labels, seed=seed, names=PaperSignals.names())
     oof = grouped_oof(rows, seed=seed)
     pts = cited_curve(rows, oof, [i / 20 for i in range(2, 19)])

@@ -264,7 +264,7 @@ class AnswerSettings(Section):
                                       "bundled rag/answer/decision.json (written by `aqa eval "
                                       "fit-decision`).")
     paper_cite_at: float = _tuned(
-        0.7, "a retrieved paper is cited when the per-paper model's P(it answers the "
+        0.9, "a retrieved paper is cited when the per-paper model's P(it answers the "
         "question) reaches this (rag/answer/paper_relevance.py; the operating point chosen from the "
         "curve `aqa eval fit-papers` prints, in docs/decision.md).")
     paper_max_cited: int = _doc(4, "Most papers one answer to a \"which papers…\" question "
