@@ -301,7 +301,6 @@ def rescore_run(run_dir: Path | str) -> dict[str, Any]:
     which need the full retrieved papers (results.jsonl keeps only their ids),
     are kept as recorded."""
     from eval.metrics import GoldRef
-    from eval.report import write_report
 
     run_dir = Path(run_dir)
     summary, records = load_run(run_dir)
@@ -315,10 +314,20 @@ def rescore_run(run_dir: Path | str) -> dict[str, Any]:
         keep = {key: r["metrics"][key] for key in KEPT_ON_RESCORE if key in r["metrics"]}
         r["metrics"] = {**scored["metrics"], **keep}
         r["cited"] = scored["cited"]
-    new = summarize(records, use_llm=summary["use_llm"], k=k,
-                    n_boot=summary.get("n_boot", 1000), seed=summary.get("seed", 0))
-    new["run"] = summary.get("run", {})
-    new["run"]["rescored"] = datetime.now(UTC).isoformat(timespec="seconds")
+    run = {**summary.get("run", {}), "rescored": datetime.now(UTC).isoformat(timespec="seconds")}
+    return _rewrite_run(run_dir, records, like=summary, run=run)
+
+
+def _rewrite_run(run_dir: Path, records: list[dict[str, Any]], *, like: dict[str, Any],
+                 run: dict[str, Any]) -> dict[str, Any]:
+    """Summarise ``records`` as ``like`` was (k, LLM, bootstrap) and write the
+    run folder: results.jsonl, summary.json (with ``run``) and the report."""
+    from eval.report import write_report
+
+    new = summarize(records, use_llm=like["use_llm"], k=int(like["k"]),
+                    n_boot=like.get("n_boot", 1000), seed=like.get("seed", 0))
+    new["run"] = run
+    run_dir.mkdir(parents=True, exist_ok=True)
     with (run_dir / "results.jsonl").open("w", encoding="utf-8") as f:
         for r in records:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
@@ -333,7 +342,6 @@ def merge_runs(base: Path | str, partial: Path | str, out: Path | str) -> dict[s
     "which papers" ones), rerun those and merge instead of rerunning all.
     Both runs must have the same k and LLM setting; the merged summary is
     recomputed and records both runs."""
-    from eval.report import write_report
     from rag.errors import AqaError
 
     (sb, rb), (sp, rp) = load_run(base), load_run(partial)
@@ -344,18 +352,9 @@ def merge_runs(base: Path | str, partial: Path | str, out: Path | str) -> dict[s
     if unknown:
         raise AqaError(f"{partial}: questions not in {base}: {', '.join(unknown[:5])}")
     records = [newer.get(r["id"], r) for r in rb]
-    new = summarize(records, use_llm=sb["use_llm"], k=int(sb["k"]),
-                    n_boot=sb.get("n_boot", 1000), seed=sb.get("seed", 0))
-    new["run"] = {**sp.get("run", {}), "merged": {"base": str(base), "partial": str(partial),
-                                                 "replaced": len(newer), "of": len(rb)}}
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    with (out / "results.jsonl").open("w", encoding="utf-8") as f:
-        for r in records:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
-    (out / "summary.json").write_text(json.dumps(new, indent=2) + "\n", encoding="utf-8")
-    write_report(out, new, records)
-    return new
+    run = {**sp.get("run", {}), "merged": {"base": str(base), "partial": str(partial),
+                                           "replaced": len(newer), "of": len(rb)}}
+    return _rewrite_run(Path(out), records, like=sb, run=run)
 
 
 def load_run(run_dir: Path | str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
