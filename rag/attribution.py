@@ -2,11 +2,12 @@
 and attribute each sentence to its best-supporting retrieved abstract
 sentence with a support score in [0, 1].
 
-support = 0.5 * lexical recall of the claim's content words (stemmed) in the
-paper's abstract + 0.5 * cosine of the claim and its best abstract sentence.
-Specifics (numbers, names with capitals or digits) in a claim that appear in
-no retrieved passage nor the question make the claim unsupported whatever its
-score: that is how a confident hallucinated number gets caught.
+Support and the specifics check are ``rag.claims``, the scorer the answer's
+synthesis check uses too: half the claim's content words found in the paper's
+abstract, half its best cosine to one abstract sentence; a number or name
+(capitals or digits) that no abstract the claim cites holds makes the claim
+unsupported whatever its score (the question is no evidence): that is how a
+confident hallucinated number gets caught. Used by Compare.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rag import claims
 from rag.embed import CachedEmbedder
-from rag.text import normalise, specifics, split_sentences, stemmer, strip_markers
+from rag.text import split_sentences, stemmer, strip_markers
 from rag.types import SearchHit, SentenceSupport
 
 
@@ -33,7 +35,7 @@ class Attributor:
         self.stem = stemmer()
 
     def attribute(
-        self, answer: str, hits: list[SearchHit], question: str = ""
+        self, answer: str, hits: list[SearchHit]
     ) -> list[Attribution]:
         """Attribute each answer sentence; ``[n]`` in the answer refers to
         ``hits[n-1]``. Markers pointing nowhere are dropped; a marker on a
@@ -47,12 +49,8 @@ class Attributor:
         for h_i, h in enumerate(hits):
             for s in split_sentences(h.paper.abstract):
                 units.append((h_i, s))
-        paper_terms = [self.stem.terms(h.paper.abstract + " " + h.paper.title) for h in hits]
-        # Naming a paper is not evidence for a claim about it: the title's own
-        # words are left out when measuring the claim's recall in that paper.
         title_terms = [self.stem.terms(h.paper.title) for h in hits]
-        docs = [normalise(h.paper.abstract + " " + h.paper.title) for h in hits]
-        q_norm = normalise(question)
+        docs = [h.paper.abstract + " " + h.paper.title for h in hits]
 
         clean = [strip_markers(s) for s in sentences]
         texts = [c[0] for c in clean]
@@ -74,9 +72,9 @@ class Attributor:
                     per_paper.append((0.0, -1))
                     continue
                 best_u = max(idx, key=lambda u: sims[si, u])
-                claim = terms - title_terms[h_i] or terms
-                lex = len(claim & paper_terms[h_i]) / len(claim)
-                per_paper.append((0.5 * lex + 0.5 * float(max(sims[si, best_u], 0.0)), best_u))
+                # Naming a paper is not evidence for a claim about it (its title's words aside).
+                lex = claims.lexical_support(text, docs[h_i], hits[h_i].paper.title)
+                per_paper.append((claims.combine(lex, float(sims[si, best_u])), best_u))
             valid = [m for m in markers if 1 <= m <= len(hits)]
             best_h = int(np.argmax([p[0] for p in per_paper]))
             support, best_u = per_paper[best_h]
@@ -84,8 +82,7 @@ class Attributor:
             keep = [m for m in valid if per_paper[m - 1][0] >= self.threshold - 0.1]
             cited = keep or [best_h + 1]
             # Every number/name the claim asserts must be in a paper it cites.
-            known = q_norm + " ".join(docs[c - 1] for c in cited)
-            missing = [s for s in specifics(text) if normalise(s) not in known]
+            missing = claims.unstated_specifics(text, [docs[c - 1] for c in cited])
             supported = support >= self.threshold and not missing
             if not supported:
                 cited = valid

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from rag import claims
 from rag.answer.evidence import Candidate
 from rag.answer.reading import (
     asked_measure,
@@ -313,18 +314,9 @@ def claim_not_in_evidence(sentence: str, evidence: Sequence[str], question: str,
 
 def unstated_specifics(sentence: str, evidence: Sequence[str], question: str = "",
                        generic=lambda name: False) -> list[str]:
-    """The numbers and names a sentence asserts that its evidence does not
-    contain (a number counts as stated when its value is: "3,000" for "3K";
-    a field's common term is no claim). The question is no evidence: a
-    benchmark the question names but the abstract does not is a fabrication
-    when the synthesis pairs it with the paper. ``question`` is kept for
-    callers' symmetry and unused."""
-    known = normalise(" ".join(evidence))
-    known_values = values(" ".join(evidence))
-    text, _ = strip_markers(sentence)
-    return sorted(x for x in specifics(text) if normalise(x) not in known
-                  and not (values(x) and values(x) <= known_values)
-                  and not (not any(ch.isdigit() for ch in x) and generic(x)))
+    """``rag.claims.unstated_specifics`` (the question is no evidence; kept in
+    the signature for callers' symmetry, unused)."""
+    return claims.unstated_specifics(sentence, evidence, generic)
 
 
 def question_term_unsupported(sentence: str, evidence: Sequence[str], question: str,

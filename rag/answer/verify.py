@@ -15,10 +15,11 @@ from collections.abc import Callable
 
 import numpy as np
 
+from rag import claims
 from rag.answer import rules
 from rag.answer.evidence import Candidate, heading
 from rag.config import Settings
-from rag.text import WORD, split_sentences, stemmer, strip_markers
+from rag.text import WORD, split_sentences, strip_markers
 from rag.types import Answer, Citation, Evidence, RuleFiring, SentenceSupport
 
 # (question, hits, hit index, sentences) -> the model's P("they do not answer it"), or None
@@ -128,15 +129,8 @@ class SynthesisChecker:
         return rules.question_term_unsupported(body, evidence, q, self.terms, self.distinctive)
 
     def _support(self, body: str, evidence: list[str], title: str) -> float:
-        """How well evidence backs a claim: half the share of the claim's
-        content words (its paper's title words aside) found in the evidence,
-        half the best cosine of the claim and an evidence sentence."""
-        stem = stemmer()
-        terms = stem.terms(body) - stem.terms(title)
-        lex = len(terms & stem.terms(" ".join(evidence))) / len(terms) if terms else 1.0
-        v = np.asarray(self.embedder.embed_texts([body] + list(evidence)))
-        cos = float((v[1:] @ v[0]).max()) if len(evidence) else 0.0
-        return round(0.5 * lex + 0.5 * max(cos, 0.0), 3)
+        """How well evidence backs a claim (``rag.claims.support``, shared with Compare)."""
+        return claims.support(self.embedder, body, evidence, title)
 
     def _extend(self, answer: Answer, cited: list[Candidate], body: str, q: str,
                 named: list[str]) -> list[tuple[str, int]]:
