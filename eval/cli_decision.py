@@ -128,6 +128,11 @@ def cmd_eval_fit_papers(args: argparse.Namespace) -> int:
     print(curve_table(data))
     print(f"suggested answer.paper_cite_at: {data['suggested_cite_at']} (best F0.5 of the papers "
           "cited, out of fold)")
+    if one := data.get("one_paper"):
+        print(f"\"which paper\" questions (not fit on): {one['questions']}, {one['several_papers']} with "
+              f"evidence from several papers; the cited paper is gold for {one['most_probable']:.3f} "
+              f"citing the most probable, {one['top_ranked']:.3f} the top-ranked; citing all: "
+              f"precision {one['all_chosen_precision']:.3f}, recall {one['all_chosen_recall']:.3f}")
     _print_coefficients(data, out)
     return 0
 
@@ -183,6 +188,7 @@ def register(esub: Any) -> None:
                     help="fit on rows written by earlier runs (--rows) instead of running the model")
     fp.add_argument("--seed", type=int, default=0, help="cross-validation seed")
     fp.add_argument("--set", help="question set JSONL (default: eval/questions.jsonl)")
+    fp.add_argument("--type", action="append", help="only this question type (repeatable)")
     fp.add_argument("--corpus", nargs="+", help="corpus paths (default: the bundled corpus)")
     fp.add_argument("--extra-corpus", nargs="+", help="distractor corpus paths added to the index")
     _settings_args(fp)

@@ -1,15 +1,17 @@
 """Fitting the per-paper citation model (``aqa eval fit-papers``).
 
-For each tune question that asks for papers ("which papers…", the only
-questions the model judges) with gold papers, asked as is (no conversation,
-no pinned papers), the real answer path runs up to its citations, and each
-candidate paper becomes a row: the ``rag.answer.paper_relevance.PaperSignals`` the
+For each tune question that asks for papers ("which papers…") or for one
+paper ("which paper…"), the questions the model judges, with gold papers,
+asked as is (no conversation, no pinned papers), the real answer path runs up
+to its citations, and each candidate paper becomes a row: the ``rag.answer.paper_relevance.PaperSignals`` the
 trace holds (retrieval, the model's choice, its check of the paper's own
 sentences) and whether it is a gold paper. ~30 s a question on 2 cores.
 ``fit_papers`` reuses ``rag.answer.decision.fit`` (L2 logistic regression, C by
 cross-validation) and reports, out of fold (folds by question), the precision
 and recall of the papers an answer would cite at each cut-off, beside the
-model's own choice; ``AQA_PAPER_CITE_AT`` is chosen from it.
+model's own choice; ``AQA_PAPER_CITE_AT`` is chosen from it. The model is fit
+on "which papers" rows only; ``one_paper_report`` says how well it picks the
+one paper of "which paper" questions (rows it never saw).
 """
 
 from __future__ import annotations
@@ -26,6 +28,35 @@ PRECISION_WEIGHT = 2.0
 # Questions the out-of-fold curve needs (5 folds by question, each with some
 # questions left out and some to train on).
 MIN_QUESTIONS = 10
+# What a row's question asks for (rows written before this field: papers).
+PAPERS, ONE = "papers", "one paper"
+
+
+def split_rows(rows: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(rows of "which papers" questions, rows of "which paper" questions)."""
+    one = [r for r in rows if r.get("asks", PAPERS) == ONE]
+    return [r for r in rows if r.get("asks", PAPERS) != ONE], one
+
+
+def one_paper_report(rows: Sequence[dict[str, Any]], p: Sequence[float]) -> dict[str, Any]:
+    """For "which paper" questions (rows: the papers the evidence came from),
+    the share of questions whose cited paper is gold when citing the most
+    probable one (what the answer does), the top-ranked one, or every one
+    (what it did before), with precision and recall of the last."""
+    by_q: dict[str, list[tuple[dict[str, Any], float]]] = {}
+    for r, pi in zip(rows, p, strict=True):
+        by_q.setdefault(r["id"], []).append((r, pi))
+    n = len(by_q)
+    most = sum(bool(max(rs, key=lambda x: x[1])[0]["gold"]) for rs in by_q.values())
+    ranked = sum(bool(max(rs, key=lambda x: x[0]["signals"].get("score_ratio", 0.0))[0]["gold"])
+                 for rs in by_q.values())
+    cited = sum(len(rs) for rs in by_q.values())
+    hit = sum(any(x[0]["gold"] for x in rs) for rs in by_q.values())
+    tp = sum(bool(x[0]["gold"]) for rs in by_q.values() for x in rs)
+    return {"questions": n, "several_papers": sum(len(rs) > 1 for rs in by_q.values()),
+            "most_probable": round(most / max(1, n), 3), "top_ranked": round(ranked / max(1, n), 3),
+            "all_chosen_precision": round(tp / max(1, cited), 3),
+            "all_chosen_recall": round(hit / max(1, n), 3)}
 
 
 def paper_rows(engine: Any, questions: Sequence[Any], *, progress: bool = True
@@ -42,9 +73,10 @@ def paper_rows(engine: Any, questions: Sequence[Any], *, progress: bool = True
     rows: list[dict[str, Any]] = []
     for q in questions:
         q = as_indexed(engine, q)
+        one = reading.asks_for_one_paper(q.question)
         if (not q.answerable or not q.gold or getattr(q, "history", None)
-                or getattr(q, "pinned", None) or not reading.asks_for_papers(q.question)):
-            continue  # the model judges papers only for "which papers…" questions
+                or getattr(q, "pinned", None) or not (one or reading.asks_for_papers(q.question))):
+            continue  # the model judges papers only for "which paper(s)…" questions
         gold = {_paper_id(engine, g) for g in q.gold}
         answer = None
         for ev in engine.ask_stream(q.question):
@@ -57,7 +89,7 @@ def paper_rows(engine: Any, questions: Sequence[Any], *, progress: bool = True
         for row in papers:
             rows.append({"id": q.id, "type": q.type, "split": getattr(q, "split", "tune"),
                          "paper_id": row["paper_id"], "gold": row["paper_id"] in gold,
-                         "signals": row["signals"]})
+                         "asks": ONE if one else PAPERS, "signals": row["signals"]})
         if progress:
             print(f"{q.id}: {len(papers)} papers", file=sys.stderr, flush=True)
     return rows
@@ -125,6 +157,7 @@ def fit_papers(rows: list[dict[str, Any]], *, seed: int = 0) -> dict[str, Any]:
 
     if any(r.get("split") == "heldout" for r in rows):
         raise AqaError("paper rows include heldout questions: fit on tune only")
+    rows, one = split_rows(rows)
     labels = [int(r["gold"]) for r in rows]
     if len(set(labels)) < 2:
         raise AqaError("need both gold and other candidate papers to fit the paper model")
@@ -145,6 +178,11 @@ def fit_papers(rows: list[dict[str, Any]], *, seed: int = 0) -> dict[str, Any]:
     best = max((c for c in pts[1:] if c["cited_per_question"] > 1), key=f_beta, default=pts[1])
     data.update(oof_auc=round(auc(oof, labels), 4), curve=pts, suggested_cite_at=best["cutoff"],
                 questions=len({r["id"] for r in rows}), fit_on=sorted({r["id"] for r in rows}))
+    if one:
+        from rag.answer.decision import DecisionModel
+
+        m = DecisionModel(data["coef"], data["intercept"], data["mean"], data["scale"])
+        data["one_paper"] = one_paper_report(one, [m.p_answer(PaperSignals(**r["signals"])) for r in one])
     return data
 
 

@@ -1018,3 +1018,32 @@ def test_rule_names_uncited_paper_withdraws_a_claim_about_another_paper(fake_eng
     assert not first.withdrawn
     assert second.withdrawn and other in second.withdrawn_reason
     assert any(r.name == "names_uncited_paper" and r.fired for r in a.rules)
+
+
+def test_which_paper_cites_the_most_probable_paper_alone(fake_engine):
+    # The model takes evidence from every offered paper for a question asking for one.
+    eng = fake_engine(llm=ScriptedLLM(lambda s: list(s), lambda s: "It protects agents [1]."),
+                      evidence_floor=0.0)
+    a = eng.ask("Which paper protects LLM agents from attacks?")
+    assert not a.declined, a.text
+    rule = next(r for r in a.rules if r.name == "paper_relevance")
+    assert rule.data["asks"] == "one paper"
+    assert len(rule.data["papers"]) >= 2  # the chosen papers were weighed
+    kept = [r["paper_id"] for r in rule.data["papers"] if r["status"] == "kept"]
+    assert [c.paper.paper_id for c in a.citations] == kept and len(kept) == 1
+    # "Which papers…" may cite several from the same choice.
+    plural = eng.ask("Which papers protect LLM agents from attacks?")
+    assert next(r for r in plural.rules if r.name == "paper_relevance").data["asks"] == "papers"
+    assert len(plural.citations) > 1
+
+
+def test_a_common_term_the_quotes_lack_is_quoted_from_the_cited_abstract(fake_engine):
+    # "LLM" is a field's common term: no fabrication, but the sentence of MELON's
+    # abstract that says it joins the quotes (the fabrication audit checks quotes).
+    synth = lambda s: f"MELON re-executes the LLM agent's trajectory with a masked user prompt {ids_of('masking function', s)}."  # noqa: E731
+    eng = fake_engine(llm=ScriptedLLM(pick("masking function"), synth), evidence_floor=0.0)
+    a = eng.ask("How does MELON detect attacks?")
+    assert not a.declined and not a.sentences[0].withdrawn, a.text
+    quotes = [q for c in a.citations for q in c.quotes]
+    assert any("LLM" in q for q in quotes) and len(a.citations) == 1
+    assert "evidence_extended" in rules_fired(a)

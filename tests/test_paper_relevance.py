@@ -173,3 +173,17 @@ def test_papers_evidence_numbers_new_candidates_once_each():
     ev = papers_evidence(cands, HITS, [0, 1, 2], lambda t: 0.2)
     new = [c.id for v in ev.values() for c in v if c.id > max(x.id for x in cands)]
     assert len(new) == 3 and len(set(new)) == 3 and min(new) == max(x.id for x in cands) + 1
+
+
+def test_asks_for_one_paper_reads_singular_paper_questions():
+    from rag.answer.reading import asks_for_one_paper
+
+    assert asks_for_one_paper("Which paper proposes a guardrail agent?")
+    assert asks_for_one_paper("Which recent work recovers sharp images from event cameras?")
+    assert asks_for_one_paper("Is there a paper that compresses files with language models?")
+    assert asks_for_one_paper("What paper introduced FlexTok?")
+    assert not asks_for_one_paper("Which papers defend LLM agents?")  # a set
+    assert not asks_for_one_paper("What is this paper about?")
+    assert not asks_for_one_paper("Which of the two papers uses more data?")  # known papers
+    assert not asks_for_one_paper("Which paper is faster, MeCo or Blockwise?")
+    assert not asks_for_one_paper("What does MELON find?")

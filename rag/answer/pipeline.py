@@ -27,6 +27,7 @@ declines worded in ``rag.answer.declines``.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator, Sequence
 
@@ -48,6 +49,7 @@ from rag.answer.evidence import (
 )
 from rag.answer.index_terms import IndexTerms
 from rag.answer.paper_relevance import (
+    CHECK_WHAT_IT_DOES,
     PaperModel,
     own_sentences,
     paper_signals,
@@ -195,27 +197,37 @@ class Answerer(IndexTerms):
         answer (``rag.answer.paper_relevance``), whether the model chose them or not;
         each paper's closest sentences go through the check first (one short
         forward pass a paper), and a cited paper is quoted by what it does
-        (``paper_evidence``). Other questions, and pinned or named
-        papers (the user's choice), keep the evidence as chosen."""
-        if pinned or not reading.asks_for_papers(q) or self._named(q, hits):
+        (``paper_evidence``). For "which paper…" (one): the most probable of the
+        papers the evidence comes from, alone. Other questions, and pinned or
+        named papers (the user's choice), keep the evidence as chosen."""
+        one = reading.asks_for_one_paper(q)
+        if pinned or not (one or reading.asks_for_papers(q)) or self._named(q, hits):
             return chosen
         sigs = paper_signals(q, hits, cands, choice, overlap=self._lexical_overlap,
                              terms=self._terms, distinctive=self._distinctive)
+        if one:
+            # The answer is one of the papers the evidence comes from; with only
+            # one there is nothing to weigh (and no check to run).
+            sigs = {h: sg for h, sg in sigs.items() if h in {c.hit for c in chosen}}
         qv = np.asarray(self.embedder.embed_query(q))
         evidence = papers_evidence(cands, hits, list(sigs), lambda t: float(
             np.asarray(self.embedder.embed_texts([t]))[0] @ qv))
-        if self._check_runs():
+        if self._check_runs() and (len(sigs) > 1 or not one):
             # The check reads the paper's sentences closest to the question: on tune
             # this separated answering papers better (out-of-fold AUC 0.84) than its
             # contribution sentence (0.82), which is what it is quoted by.
             for h, sg in sigs.items():
-                p_no = self._p_not_answering_sentences(q, hits, h, own_sentences(cands, h))
+                p_no = self._p_not_answering_sentences(
+                    q, hits, h, own_sentences(cands, h, abstract=hits[h].paper.abstract if CHECK_WHAT_IT_DOES else None))
                 sg.check_logit = 0.0 if p_no is None else logit(p_no)
         probs = {h: self.paper_model.p(sg) for h, sg in sigs.items()}
         contrib = {h: self.paper_model.model.contributions(sg) for h, sg in sigs.items()}
         a = self.settings.answer
-        out, r = select_papers(chosen, evidence, hits, probs, contrib, cite_at=a.paper_cite_at,
-                               max_papers=a.paper_max_cited, signals=sigs)
+        # One paper: no cut-off admits a second (the most probable is always kept).
+        out, r = select_papers(chosen, evidence, hits, probs, contrib,
+                               cite_at=math.inf if one else a.paper_cite_at,
+                               max_papers=1 if one else a.paper_max_cited, signals=sigs)
+        r.data["asks"] = "one paper" if one else "papers"
         trace.append(r)
         return out
 

@@ -248,3 +248,26 @@ _ASKS_PAPERS = re.compile(
 def asks_for_papers(question: str) -> bool:
     """The question asks which papers (plural) do something."""
     return bool(_ASKS_PAPERS.search(question))
+
+
+# "Which paper…", "what study…", "is there a paper that…", "name the paper that…":
+# the answer is one paper. "Which work" counts; "what work" mostly asks what has
+# been done ("what work exists on…"), a set; "what is this paper…" is about a known one.
+_ASKS_ONE_PAPER = re.compile(
+    r"\bwhich\s+(?:[\w-]+\s+){0,2}?(?:paper|work|study|article|publication)\b(?!['’]s\b)"
+    r"|\bwhat\s+(?:paper|study|article|publication)\b(?!['’]s\b)"
+    r"|\b(?:is there|name|find|identify)\s+(?:a|the|one)\s+(?:[\w-]+\s+){0,2}?"
+    r"(?:paper|work|study|article)\b(?!s)",
+    re.IGNORECASE)
+# "Which of the two…", "which paper, MeCo or Blockwise,…": a choice between known papers.
+_ONE_OF_KNOWN = re.compile(
+    r"\bwhich\s+(?:one\s+)?of\b|\bwhich\s+(?:paper|work|study)\s*[,:(]"
+    r"|,\s*(?:the\s+)?[\w-]+(?:\s+[\w-]+)?\s+or\s+(?:the\s+)?[\w-]+(?:\s+[\w-]+)?\s*\?\s*$",
+    re.IGNORECASE)
+
+
+def asks_for_one_paper(question: str) -> bool:
+    """The question asks which one paper does something ("Which paper
+    proposes…?"), not a set of papers nor a choice between known ones."""
+    return (bool(_ASKS_ONE_PAPER.search(question)) and not asks_for_papers(question)
+            and not _ONE_OF_KNOWN.search(question))

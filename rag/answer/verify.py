@@ -76,6 +76,12 @@ class SynthesisChecker:
                     ev_texts += [t for t, _ in extra]
                     nums |= {n for _, n in extra}
                     support = self._support(body, ev_texts, title)
+                if not claim.fired and claims.unstated_specifics(body, ev_texts + named):
+                    # A field's common term ("RL") the quotes lack is no fabrication,
+                    # but the reader sees where the cited abstract states it.
+                    extra = self._quote_common_terms(answer, cited, body, q, ev_texts + named)
+                    ev_texts += [t for t, _ in extra]
+                    nums |= {n for _, n in extra}
                 if not claim.fired:
                     # the papers it cites, with any evidence_extended just added
                     own = named + [c.paper.name for c in answer.citations if c.number in nums]
@@ -207,6 +213,30 @@ class SynthesisChecker:
         if not all(admitted(pid, [t for p, t in picked if p == pid]) for pid in {p for p, _ in picked}):
             return []
         return [self._add(answer, pid, by_id[pid], sent, body, q) for pid, sent in picked]
+
+    def _quote_common_terms(self, answer: Answer, cited: list[Candidate], body: str, q: str,
+                            known: list[str]) -> list[tuple[str, int]]:
+        """Rule evidence_extended for a claim whose only unstated words are a
+        field's common terms: the sentences of its cited abstracts that state
+        them (most of them first, up to ``AQA_EXTEND_MAX_SENTENCES``) join its
+        quotes, verbatim. Nothing is withdrawn when none does."""
+        known = list(known)
+        missing = set(claims.unstated_specifics(body, known))
+        papers = {answer.retrieved[c.hit].paper.paper_id: answer.retrieved[c.hit].paper for c in cited}
+        quoted = {e.text for e in answer.evidence}
+        pool = [(pid, t) for pid, p in papers.items() for t in split_sentences(p.abstract) if t not in quoted]
+        out: list[tuple[str, int]] = []
+        while missing and pool and len(out) < self.settings.answer.extend_max_sentences:
+            gains = [(len(missing - set(claims.unstated_specifics(body, known + [t]))), -i)
+                     for i, (_, t) in enumerate(pool)]
+            gain, i = max(gains)
+            if gain == 0:
+                break
+            pid, sent = pool.pop(-i)
+            out.append(self._add(answer, pid, papers[pid], sent, body, q))
+            known.append(sent)
+            missing = set(claims.unstated_specifics(body, known))
+        return out
 
     def _backs(self, body: str, cited: list[str], named: list[str], sent: str, q: str,
                title: str) -> bool:
