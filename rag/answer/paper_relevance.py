@@ -31,8 +31,6 @@ from rag.types import RuleFiring, SearchHit
 
 PAPER_MODEL_FILE = Path(__file__).resolve().parent / "paper_relevance.json"
 CHECKED_SENTENCES = 2  # a paper's closest sentences the per-paper check reads (the fit's setting)
-# The check also reads the sentence that says what the paper does (the fit's setting).
-CHECK_WHAT_IT_DOES = False
 
 
 @dataclass
@@ -78,17 +76,11 @@ def paper_signals(question: str, hits: Sequence[SearchHit], cands: Sequence[Cand
     return out
 
 
-def own_sentences(cands: Sequence[Candidate], hit: int, n: int = CHECKED_SENTENCES,
-                  abstract: str | None = None) -> list[str]:
-    """A paper's ``n`` candidate sentences closest to the question, and with
-    ``abstract`` the sentence of it that says what the paper does, in abstract
+def own_sentences(cands: Sequence[Candidate], hit: int, n: int = CHECKED_SENTENCES) -> list[str]:
+    """A paper's ``n`` candidate sentences closest to the question, in abstract
     order: what the per-paper check reads."""
     own = sorted((c for c in cands if c.hit == hit), key=lambda c: -c.relevance)[:n]
-    picked = [(c.position, c.text) for c in own]
-    found = contribution_sentence(abstract) if abstract else None
-    if found and all(t != found[1] for _, t in picked):
-        picked.append(found)
-    return [t for _, t in sorted(picked)]
+    return [c.text for c in sorted(own, key=lambda c: c.position)]
 
 
 def contribution_sentence(abstract: str) -> tuple[int, str] | None:

@@ -49,7 +49,6 @@ from rag.answer.evidence import (
 )
 from rag.answer.index_terms import IndexTerms
 from rag.answer.paper_relevance import (
-    CHECK_WHAT_IT_DOES,
     PaperModel,
     own_sentences,
     paper_signals,
@@ -217,8 +216,7 @@ class Answerer(IndexTerms):
             # this separated answering papers better (out-of-fold AUC 0.84) than its
             # contribution sentence (0.82), which is what it is quoted by.
             for h, sg in sigs.items():
-                p_no = self._p_not_answering_sentences(
-                    q, hits, h, own_sentences(cands, h, abstract=hits[h].paper.abstract if CHECK_WHAT_IT_DOES else None))
+                p_no = self._p_not_answering_sentences(q, hits, h, own_sentences(cands, h))
                 sg.check_logit = 0.0 if p_no is None else logit(p_no)
         probs = {h: self.paper_model.p(sg) for h, sg in sigs.items()}
         contrib = {h: self.paper_model.model.contributions(sg) for h, sg in sigs.items()}
