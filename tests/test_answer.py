@@ -254,7 +254,7 @@ def test_rule_claim_not_in_evidence_withdraws_visibly(fake_engine):
     # Streamed text is kept in the record (marked), never silently replaced.
     assert "4096 TPUs" in streamed and "4096 TPUs" in a.sentences[1].text
     assert "4096" not in a.text  # but it is not presented as part of the answer
-    assert claim_not_in_evidence("It uses 8 GPUs [1].", ["It uses 8 GPUs."], "q").fired is False
+    assert claim_not_in_evidence("It uses 8 GPUs [1].", ["It uses 8 GPUs."]).fired is False
 
 
 def test_rule_says_not_stated_turns_into_a_missing_detail_decline(fake_engine):
@@ -689,8 +689,8 @@ def test_generic_acronyms_name_no_paper(fake_engine):
 
 
 def test_numbers_match_by_value():
-    assert not claim_not_in_evidence("It has 3,000 pairs.", ["a dataset with 3K pairs"], "q").fired
-    assert claim_not_in_evidence("It has 4,000 pairs.", ["a dataset with 3K pairs"], "q").fired
+    assert not claim_not_in_evidence("It has 3,000 pairs.", ["a dataset with 3K pairs"]).fired
+    assert claim_not_in_evidence("It has 4,000 pairs.", ["a dataset with 3K pairs"]).fired
 
 
 def test_common_terms_are_not_claims_but_unknown_names_are():
@@ -698,8 +698,8 @@ def test_common_terms_are_not_claims_but_unknown_names_are():
     from rag.answer.reading import is_generic
 
     generic = lambda n: is_generic(n, corpus)  # noqa: E731
-    assert not claim_not_in_evidence("An LLM is used.", ["It masks calls."], "q", generic).fired
-    assert claim_not_in_evidence("MELON uses GPT-5.", ["It masks calls."], "q", generic).fired
+    assert not claim_not_in_evidence("An LLM is used.", ["It masks calls."], generic).fired
+    assert claim_not_in_evidence("MELON uses GPT-5.", ["It masks calls."], generic).fired
 
 
 def test_a_count_is_stated_only_where_the_counted_thing_is_named():

@@ -100,9 +100,9 @@ def test_synthesis_may_not_take_names_or_terms_from_the_question() -> None:
     from rag.text import stemmer
 
     ev = ["MELON masks the user prompt and compares tool calls on AgentDojo."]
-    q = "Does MELON evaluate on WebArena-Lite?"
-    assert claim_not_in_evidence("MELON is evaluated on WebArena-Lite [1].", ev, q).fired
-    assert not claim_not_in_evidence("MELON is evaluated on AgentDojo [1].", ev, q).fired
+    # "Does MELON evaluate on WebArena-Lite?": the name is no evidence however asked.
+    assert claim_not_in_evidence("MELON is evaluated on WebArena-Lite [1].", ev).fired
+    assert not claim_not_in_evidence("MELON is evaluated on AgentDojo [1].", ev).fired
     terms = stemmer().terms
     common = {"model", "diffus"}
     r = question_term_unsupported("The paper uses diffusion models for protein folding [1].",

@@ -303,20 +303,13 @@ def unchosen_paper_not_answering(paper: str, p_no: float | None, threshold: floa
                       f"{paper}: P(not answered) {p_no:.2f} vs threshold {threshold:.2f}")
 
 
-def claim_not_in_evidence(sentence: str, evidence: Sequence[str], question: str,
+def claim_not_in_evidence(sentence: str, evidence: Sequence[str],
                           generic=lambda name: False) -> RuleFiring:
     """A synthesis sentence asserts a number or name its cited evidence does
     not contain (a field's common term, ``generic(name)``, such as LLM, is no claim)."""
-    missing = unstated_specifics(sentence, evidence, question, generic)
+    missing = claims.unstated_specifics(sentence, evidence, generic)
     return RuleFiring("claim_not_in_evidence", bool(missing),
                       f"not in its evidence: {', '.join(missing)}" if missing else "ok")
-
-
-def unstated_specifics(sentence: str, evidence: Sequence[str], question: str = "",
-                       generic=lambda name: False) -> list[str]:
-    """``rag.claims.unstated_specifics`` (the question is no evidence; kept in
-    the signature for callers' symmetry, unused)."""
-    return claims.unstated_specifics(sentence, evidence, generic)
 
 
 def question_term_unsupported(sentence: str, evidence: Sequence[str], question: str,

@@ -66,7 +66,7 @@ class SynthesisChecker:
                 # A paper's own title and name are not claims that need evidence.
                 named = [heading(answer.retrieved[c.hit].paper) for c in cited]
                 ev_texts = [c.text for c in cited]
-                claim = rules.claim_not_in_evidence(body, ev_texts + named, q, self.generic)
+                claim = rules.claim_not_in_evidence(body, ev_texts + named, self.generic)
                 nums = {number[c.text] for c in cited}
                 title = answer.retrieved[best.hit].paper.title
                 support = self._support(body, ev_texts, title)
@@ -194,16 +194,16 @@ class SynthesisChecker:
         # Several sentences: greedily the one stating most of what is still unstated.
         picked: list[tuple[str, str]] = []
         known = cited_texts + named + list(heads.values())
-        missing = set(rules.unstated_specifics(body, known, q, self.generic))
+        missing = set(claims.unstated_specifics(body, known, self.generic))
         while missing and len(picked) < self.settings.answer.extend_max_sentences:
-            gains = [(len(missing - set(rules.unstated_specifics(body, known + [p[1]], q, self.generic))), i)
+            gains = [(len(missing - set(claims.unstated_specifics(body, known + [p[1]], self.generic))), i)
                      for i, p in enumerate(pool) if p not in picked]
             gain, i = max(gains, key=lambda g: (g[0], -g[1]), default=(0, -1))
             if gain == 0:
                 break
             picked.append(pool[i])
             known.append(pool[i][1])
-            missing = set(rules.unstated_specifics(body, known, q, self.generic))
+            missing = set(claims.unstated_specifics(body, known, self.generic))
         if missing or len(picked) < 2:
             return []
         title = by_id[picked[0][0]].title
@@ -242,7 +242,7 @@ class SynthesisChecker:
                title: str) -> bool:
         """``sent`` with the cited sentences states every number and name of the
         claim (names of the papers aside) and supports it."""
-        if rules.claim_not_in_evidence(body, cited + named + [sent], q, self.generic).fired:
+        if rules.claim_not_in_evidence(body, cited + named + [sent], self.generic).fired:
             return False
         return self._support(body, cited + [sent], title) >= self.settings.answer.support_threshold
 
