@@ -92,6 +92,17 @@ def start_app(app_dir: Path, data_dir: Path, llm_url: str, port: int, log: Path,
     )
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process and its finished children (Linux
+    /proc), so a run can report the server's CPU per answer; None elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    # fields[0] is field 3 (state): utime, stime, cutime, cstime are fields 14-17
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -309,7 +320,12 @@ def main(argv: list[str] | None = None) -> int:
         load = run_load_http if args.client == "http" else run_load
         load(url, 2, 1)  # warm-up: models loaded, first-request costs paid
         llm.requests = llm.peak = 0
+        cpu0 = cpu_seconds(proc.pid)
         res = load(url, args.sessions, args.questions)
+        cpu1 = cpu_seconds(proc.pid)
+        res["server_cpu_s"] = round(cpu1 - cpu0, 1) if cpu0 is not None and cpu1 is not None else None
+        res["server_cpu_per_answer_s"] = (round(res["server_cpu_s"] / res["accepted"], 3)
+                                          if res["server_cpu_s"] and res["accepted"] else None)
         res.update(llm_delay_s=args.llm_delay, llm_requests=llm.requests,
                    server_cpus=sorted(split[0]) if split else "shared",
                    llm_peak_concurrency=llm.peak, app_dir=str(args.app_dir))
@@ -335,7 +351,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{res['refused_p50_s']} s); wall {res['wall_s']} s, errors {res['errors']}; "
               f"search during load p50 {res['search_probe_p50_s']} s, max "
               f"{res['search_probe_max_s']} s; LLM requests {res['llm_requests']}, peak "
-              f"concurrency {res['llm_peak_concurrency']}")
+              f"concurrency {res['llm_peak_concurrency']}; server CPU {res['server_cpu_s']} s "
+              f"({res['server_cpu_per_answer_s']} s an answer)")
         for e in res["error_samples"]:
             print("  error:", e)
         if res["refusal_sample"]:

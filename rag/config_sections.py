@@ -135,6 +135,9 @@ class EmbeddingSettings(Section):
         "vectors differ: switching needs `aqa ingest --rebuild`.")
     embed_workers: int = _doc(2, "onnx int8 only: single-thread sessions run side by side on "
                               "the AQA_LLM_THREADS cores during ingest.")
+    embed_query_cache: int = _doc(256, "Query vectors kept in memory (most recent first): "
+                                  "one answer embeds its question three times (retrieval, "
+                                  "evidence, checks). 0 turns the cache off.")
 
 
 class RetrievalSettings(Section):

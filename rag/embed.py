@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -166,10 +167,16 @@ class EmbeddingCache:
 class CachedEmbedder:
     """Embeds texts through the cache; only unseen texts reach the model."""
 
-    def __init__(self, model: BaseEmbedding, name: str, cache: EmbeddingCache) -> None:
+    def __init__(self, model: BaseEmbedding, name: str, cache: EmbeddingCache,
+                 query_cache: int = 0) -> None:
         self.model, self.name, self.cache = model, name, cache
         self.hits = 0
         self.misses = 0
+        # Query vectors in memory, not in the sqlite cache: questions are
+        # one-off, but one answer embeds its question several times.
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._query_cache = query_cache
+        self._query_lock = threading.Lock()
 
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         found = self.cache.get_many(self.name, texts)
@@ -186,9 +193,22 @@ class CachedEmbedder:
         return np.stack([found[EmbeddingCache.key(t)] for t in texts]) if texts else np.zeros((0, 0))
 
     def embed_query(self, text: str) -> np.ndarray:
+        with self._query_lock:
+            vec = self._queries.get(text)
+            if vec is not None:
+                self._queries.move_to_end(text)
+                return vec
         if _is_onnx(self.model):
-            return self.model.encode([text])[0]
-        return np.asarray(self.model.get_query_embedding(text), dtype=np.float32)
+            vec = np.asarray(self.model.encode([text])[0], dtype=np.float32)
+        else:
+            vec = np.asarray(self.model.get_query_embedding(text), dtype=np.float32)
+        vec.flags.writeable = False  # shared between callers
+        if self._query_cache > 0:
+            with self._query_lock:
+                self._queries[text] = vec
+                while len(self._queries) > self._query_cache:
+                    self._queries.popitem(last=False)
+        return vec
 
 
 def _is_onnx(model: object) -> bool:

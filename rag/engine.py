@@ -101,7 +101,8 @@ class Engine:
                 model = self._embed_model or make_embed_model(self.settings)
                 cache = EmbeddingCache(self.settings.storage.data_dir / "embed_cache.sqlite",
                                        read_only=self.read_only)
-                self._embedder = CachedEmbedder(model, self.embed_name, cache)
+                self._embedder = CachedEmbedder(model, self.embed_name, cache,
+                                                query_cache=self.settings.embeddings.embed_query_cache)
             return self._embedder
 
     def _get_llm(self) -> LLM:

@@ -148,17 +148,22 @@ class OpenAILLM:
 
         s = self._settings
         form = self._schema_form if json_schema is not None else None
-        kwargs: dict[str, Any] = {}
+        # The messages (and response_format) travel in ``extra_body``, which the
+        # client sends as given: passed as arguments, the client re-walks them
+        # against its typed-dict schema on every request, about a third of this
+        # process's CPU per answer under load (py-spy, eval.load), for the same
+        # bytes on the wire. They are plain JSON already.
+        body: dict[str, Any] = {"messages": messages}
         if form is not None and json_schema is not None:
-            kwargs["response_format"] = _response_format(form, json_schema)
+            body["response_format"] = _response_format(form, json_schema)
         try:
             return self._client.chat.completions.create(
                 model=s.llm.openai_model,
-                messages=messages,  # type: ignore[arg-type]
+                messages=[],
                 max_tokens=max_tokens,
                 temperature=temperature,
                 stream=True,
-                **kwargs,
+                extra_body=body,
             )
         except openai.APIStatusError as e:
             if form is None or not _rejects_response_format(e):

@@ -24,6 +24,30 @@ def test_cache_embeds_each_text_once(tmp_path):
     assert other.misses == 1
 
 
+def test_a_question_is_embedded_once_per_answer(tmp_path):
+    calls: list[str] = []
+
+    class Counting(FakeEmbedding):
+        def _get_query_embedding(self, query: str) -> list[float]:
+            calls.append(query)
+            return super()._get_query_embedding(query)
+
+    emb = CachedEmbedder(Counting(), "fake", EmbeddingCache(tmp_path / "c.sqlite"), query_cache=2)
+    a = emb.embed_query("which papers defend agents?")
+    b = emb.embed_query("which papers defend agents?")
+    assert calls == ["which papers defend agents?"] and np.array_equal(a, b)
+    with pytest.raises(ValueError):  # shared between callers: read-only
+        a[0] = 1.0
+    emb.embed_query("two")
+    emb.embed_query("three")  # the oldest is dropped beyond query_cache
+    emb.embed_query("which papers defend agents?")
+    assert len(calls) == 4
+    off = CachedEmbedder(Counting(), "fake", EmbeddingCache(tmp_path / "c.sqlite"))
+    off.embed_query("x")
+    off.embed_query("x")
+    assert calls[-2:] == ["x", "x"]
+
+
 def test_wordllama_static_model_works_offline(tmp_path):
     """The fast option for very large corpora: bundled weights, no download."""
     eng = Engine(Settings(_env_file=None, data_dir=tmp_path / "idx", embed_provider="wordllama"))

@@ -529,3 +529,15 @@ def test_loading_the_llm_never_blocks_search(fake_engine, monkeypatch):
     t0 = time.monotonic()
     assert eng.search("agent safety policies", k=3)
     assert time.monotonic() - t0 < 2.5
+
+
+def test_the_request_body_carries_the_messages_and_schema_as_given(server):
+    # They travel in extra_body (not re-walked by the client's type
+    # transform): the server must still see exactly the chat request.
+    llm = _llm(server.url("ok"))
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi ✓"}]
+    start = len(server.bodies)
+    "".join(llm.stream_chat(msgs, max_tokens=7, temperature=0))
+    body = server.bodies[start]
+    assert body["messages"] == msgs
+    assert body["max_tokens"] == 7 and body["stream"] is True and "response_format" not in body
