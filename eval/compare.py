@@ -23,6 +23,16 @@ def _signed(v: float | None, digits: int = 3) -> str:
     return "–" if v is None else f"{v:+.{digits}f}"
 
 
+def _numerics(h: dict[str, Any]) -> tuple:
+    """What of a host changes the numbers (not the CPU's marketing name)."""
+    return tuple(h.get(k) for k in ("isa", "onnxruntime", "llama_cpp"))
+
+
+def _host(h: dict[str, Any]) -> str:
+    return f"{h.get('cpu', '?')} [{' '.join(h.get('isa', []))}]" + (
+        f", llama.cpp {h['llama_cpp']}" if h.get("llama_cpp") else "")
+
+
 def compare_runs(run_a: Path | str, run_b: Path | str) -> dict[str, Any]:
     sa, ra = load_run(run_a)
     sb, rb = load_run(run_b)
@@ -57,8 +67,10 @@ def compare_runs(run_a: Path | str, run_b: Path | str) -> dict[str, Any]:
         ha, hb = ma.get("hit@k"), mb.get("hit@k")
         if ha is not None and hb is not None and ha != hb:
             flips["retrieval_fixed" if hb else "retrieval_broken"].append(item)
+    ha, hb = sa.get("run", {}).get("host"), sb.get("run", {}).get("host")
     return {
         "a": str(run_a), "b": str(run_b), "k": sb.get("k", sa.get("k")),
+        "hosts": {"a": ha, "b": hb, "differ": bool(ha and hb and _numerics(ha) != _numerics(hb))},
         "overall": overall, "by_type": by_type, "latency_ms": latency, "flips": flips,
         "only_in_a": [i for i in a_by_id if i not in b_by_id],
         "only_in_b": [i for i in b_by_id if i not in a_by_id],
@@ -69,7 +81,12 @@ def compare_runs(run_a: Path | str, run_b: Path | str) -> dict[str, Any]:
 def render_comparison(c: dict[str, Any]) -> str:
     k = c.get("k") or 5
     lines = ["# Eval comparison", "", f"- A: `{c['a']}`", f"- B: `{c['b']}`",
-             f"- {c['n_common']} questions in both runs", "", "## Overall (Δ = B − A)", "",
+             f"- {c['n_common']} questions in both runs"]
+    hosts = c.get("hosts") or {}
+    if hosts.get("differ"):
+        lines.append(f"- **Different hosts**: A on {_host(hosts['a'])}, B on {_host(hosts['b'])}; "
+                     "the same code can answer differently there, so flips may not be the change's")
+    lines += ["", "## Overall (Δ = B − A)", "",
              "| metric | A | B | Δ |", "|---|---|---|---|"]
     for m, v in c["overall"].items():
         lines.append(f"| {metric_label(m, k)} | {fmt(v['a'])} | {fmt(v['b'])} | "

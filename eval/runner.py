@@ -266,6 +266,46 @@ def run_eval(
     return summary
 
 
+# CPU features that change numeric results: the int8 embedding kernels (VNNI or
+# not) and llama.cpp's own build (recorded from the library, not the host).
+_ISA_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8")
+
+
+def host_fingerprint() -> dict[str, Any]:
+    """The machine a run's figures came from: CPU model and the ISA flags that
+    change numerics, the onnxruntime version and llama.cpp's compiled features.
+    The same code gave different answers on different hosts (docs/decision.md),
+    so ``aqa eval compare`` says when two runs' hosts differ."""
+    import platform
+
+    cpu, flags = platform.processor() or platform.machine(), set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, val = line.partition(":")
+            if key.strip() == "model name" and cpu in ("", platform.machine()):
+                cpu = val.strip()
+            elif key.strip() == "flags":
+                flags = set(val.split())
+                break
+    except OSError:  # not Linux: the model name from platform only
+        pass
+    out: dict[str, Any] = {"cpu": cpu, "isa": [f for f in _ISA_FLAGS if f in flags]}
+    try:
+        import onnxruntime
+
+        out["onnxruntime"] = onnxruntime.__version__
+    except ImportError:
+        pass
+    try:
+        import llama_cpp
+
+        info = llama_cpp.llama_print_system_info().decode(errors="replace")
+        out["llama_cpp"] = f"{llama_cpp.__version__} ({' '.join(x.strip() for x in info.split('|') if x.strip().endswith('= 1'))})"
+    except Exception:  # noqa: BLE001 - informative only (no local model installed)
+        pass
+    return out
+
+
 def run_metadata(engine: Any, cfg: RunConfig, seconds: float) -> dict[str, Any]:
     flat = engine.settings.flat()
     try:
@@ -285,6 +325,7 @@ def run_metadata(engine: Any, cfg: RunConfig, seconds: float) -> dict[str, Any]:
         "overrides": {k: str(v) for k, v in cfg.overrides.items()},
         "settings": {k: str(flat.get(k)) for k in keys},
         "corpus": st,
+        "host": host_fingerprint(),
         "argv": sys.argv,
     }
 

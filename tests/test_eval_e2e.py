@@ -176,6 +176,14 @@ def test_eval_run_report_and_compare(index_copy: Path, qset: Path, tmp_path: Pat
     assert c["overall"]["wrong_decline"]["delta"] == pytest.approx(1.0)
     text = render_comparison(c)
     assert "Broken (pass → fail): 2" in text and "`t1`" in text
+    assert load_run(out_a)[0]["run"]["host"]["isa"] is not None
+    assert "Different hosts" not in text  # both runs on this machine
+    # A run made where the int8 kernels differ (VNNI) is flagged as such.
+    sb_path = out_b / "summary.json"
+    sb = json.loads(sb_path.read_text())
+    sb["run"]["host"] = {**sb["run"]["host"], "isa": ["avx2", "avx512f", "avx512_vnni"]}
+    sb_path.write_text(json.dumps(sb))
+    assert "Different hosts" in render_comparison(compare_runs(out_a, out_b))
 
     # --- merge: run_a's questions, with f1 taken from a partial run (run_b's f1) ---
     from eval.runner import merge_runs
