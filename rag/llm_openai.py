@@ -150,9 +150,9 @@ class OpenAILLM:
         form = self._schema_form if json_schema is not None else None
         # The messages (and response_format) travel in ``extra_body``, which the
         # client sends as given: passed as arguments, the client re-walks them
-        # against its typed-dict schema on every request, about a third of this
-        # process's CPU per answer under load (py-spy, eval.load), for the same
-        # bytes on the wire. They are plain JSON already.
+        # against its typed-dict schema on every request (cProfile: 16% of the
+        # engine's CPU an answer, docs/benchmarks.md), for the same bytes on the
+        # wire. They are plain JSON already.
         body: dict[str, Any] = {"messages": messages}
         if form is not None and json_schema is not None:
             body["response_format"] = _response_format(form, json_schema)
