@@ -1047,3 +1047,28 @@ def test_a_common_term_the_quotes_lack_is_quoted_from_the_cited_abstract(fake_en
     quotes = [q for c in a.citations for q in c.quotes]
     assert any("LLM" in q for q in quotes) and len(a.citations) == 1
     assert "evidence_extended" in rules_fired(a)
+
+
+def test_a_question_term_the_quotes_lack_is_quoted_from_the_cited_abstract(fake_engine):
+    # "false positives" is the question's term; the chosen sentence lacks it but
+    # another sentence of MELON's abstract states it: that sentence joins the
+    # quotes, verbatim, instead of the claim being withdrawn as an echo.
+    synth = lambda s: ("MELON detects attacks by re-executing the agent's trajectory with a masked "  # noqa: E731
+                       f"user prompt and reduces false positives {ids_of('masking function', s)}.")
+    # coverage_max_added=0: the sentence is not among the candidates the model saw
+    eng = fake_engine(llm=ScriptedLLM(pick("masking function"), synth), evidence_floor=0.0,
+                      coverage_max_added=0)
+    a = eng.ask("How does MELON keep false positives low?")
+    assert not a.declined and not a.sentences[0].withdrawn, a.text
+    quotes = [q for c in a.citations for q in c.quotes]
+    assert any("false positives" in q for q in quotes), quotes
+    assert all(q in a.citations[0].paper.abstract for q in quotes)
+
+
+def test_a_question_term_no_cited_abstract_states_is_withdrawn(fake_engine):
+    synth = lambda s: ("MELON detects attacks by re-executing the agent's trajectory with a masked "  # noqa: E731
+                       f"user prompt for protein folding {ids_of('masking function', s)}.")
+    eng = fake_engine(llm=ScriptedLLM(pick("masking function"), synth), evidence_floor=0.0)
+    a = eng.ask("How does MELON detect attacks in protein folding agents?")
+    assert a.declined or a.sentences[0].withdrawn, a.text
+    assert "question_term_unsupported" in rules_fired(a)

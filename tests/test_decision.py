@@ -116,6 +116,34 @@ def test_synthesis_may_not_take_names_or_terms_from_the_question() -> None:
                                          lambda t: True).fired
 
 
+
+def test_the_questions_frame_verb_is_not_a_claim_term() -> None:
+    """ "Which bottleneck does each target": a synthesis saying "Packrat
+    targets …" echoes how the question asks, not a term the paper must state
+    (rag.answer.reading.frame_verbs); a content term is still checked."""
+    from rag.answer.reading import frame_verbs
+    from rag.answer.rules import question_term_unsupported
+    from rag.text import stemmer
+
+    assert frame_verbs("Which inference bottleneck does each target, and what does each report?") \
+        == {"target", "report"}
+    assert frame_verbs("How do ShieldAgent and MELON differ in the way they protect LLM agents?") \
+        == {"protect"}
+    assert frame_verbs("What does each attack target, and how are attacks produced?") == {"target"}
+    assert frame_verbs("How do MILS and LEMoN each relate to image captioning?") == {"relate"}
+    # a word that may be a noun, with no object or clause end after it, is no frame verb
+    assert frame_verbs("How does each target indirect prompt injection?") == set()
+    assert frame_verbs("Both study convergence. How do their assumptions differ?") == set()
+    assert frame_verbs("For each benchmark, what score is reported?") == set()
+    q = "Which inference bottleneck does each target, and on which protein benchmark?"
+    ev = ["Packrat speeds up the prefill stage of batched inference."]
+    terms = stemmer().terms
+    assert not question_term_unsupported("Packrat targets the prefill stage [1].", ev, q, terms,
+                                         lambda t: True).fired
+    r = question_term_unsupported("Packrat targets the prefill stage on a protein benchmark [1].",
+                                  ev, q, terms, lambda t: True)
+    assert r.fired and "protein" in r.data["terms"] and "target" not in r.data["terms"]
+
 def test_broken_sentences_are_never_answers() -> None:
     from rag.answer.rules import broken_sentence
 

@@ -7,8 +7,9 @@ evidence through them: a question asks for a value (``asks_value``,
 ``asked_measure``, ``value_clauses``), a name (``asks_name``), a gist
 (``asks_overview``) or a comparison (``is_comparative``, ``compares_papers``);
 ``named_papers`` finds the retrieved papers it names (``is_generic``: a
-field's term names none); ``names_in`` and ``local_abbreviations`` read the
-names a sentence states.
+field's term names none); ``frame_verbs`` finds the verbs of its frame
+("target" in "which bottleneck does each target"); ``names_in`` and
+``local_abbreviations`` read the names a sentence states.
 """
 
 from __future__ import annotations
@@ -146,6 +147,61 @@ _PROPER = re.compile(r"(?<=[a-z0-9,;:()]\s)[A-Z][a-z]+(?:[-.][A-Za-z0-9]+)*\b")
 def asks_name(question: str) -> bool:
     """The question asks which dataset, benchmark, backbone, base model or environment."""
     return bool(_ASKS_NAME.search(question))
+
+
+# "How does each target …", "do they protect", "X and Y each relate to": the
+# verb whose subject is a pronoun is the question's frame. A synthesis
+# answering it uses that verb for what a paper does ("MELON targets indirect
+# injections"): it is how the question asks, not a claim term the paper must state.
+_TOKEN = re.compile(r"[A-Za-z][\w-]*|[?.,;:()]")
+_ASKING = frozenset({"do", "does", "did", "can", "could", "would", "will", "should", "how",
+                     "way", "ways", "what", "which", "that", "where", "when", "why"})
+_PRONOUN_SUBJECTS = frozenset({"they", "it"})  # always a subject after an asking word
+_QUANTIFIER_SUBJECTS = frozenset({"each", "both", "either"})  # a subject or a determiner
+_SKIP = frozenset({"also", "then", "each", "both", "all", "one"})  # and adverbs in -ly
+# after a verb: its object's determiner, a preposition, a wh-word, or the clause's end
+_AFTER_VERB = frozenset({"the", "a", "an", "this", "that", "these", "those", "its", "their",
+                         "against", "at", "on", "in", "to", "from", "with", "by", "for", "about",
+                         "into", "which", "what", "how", "whether", "and", "or", "?", ".", ",",
+                         ";", ":", "("})
+_PREPOSITIONS = frozenset({"of", "for", "in", "on", "to", "with", "from", "by", "across",
+                           "between", "against", "under", "over", "at", "among"})
+_NOT_FRAME = frozenset({"is", "are", "was", "were", "be", "have", "has", "had", "do", "does",
+                        "did", "not", "differ", "compare", "them", "it", "they"})
+
+
+def frame_verbs(question: str) -> set[str]:
+    """The verbs of a question's frame: the verb of a pronoun subject
+    ("protect" in "the way they protect"), or of "each"/"both" used as a
+    subject ("target" in "which bottleneck does each target,", "relate" in
+    "X and Y each relate to"; after "each attack" the next word). A word
+    that may be a noun is kept out unless an object, a preposition or the
+    clause's end follows it; "differ", "compare" and auxiliaries are never
+    frame verbs (they are read elsewhere or carry no claim)."""
+    toks = [t.lower() for t in _TOKEN.findall(question)]
+    out: set[str] = set()
+
+    def verb_at(k: int) -> bool:
+        return (k < len(toks) and toks[k].isalpha() and toks[k] not in _NOT_FRAME
+                and (k + 1 == len(toks) or toks[k + 1] in _AFTER_VERB))
+
+    for i, t in enumerate(toks):
+        prev = toks[i - 1] if i else ""
+        if t in _PRONOUN_SUBJECTS and prev in _ASKING:
+            k = i + 1
+            while k < len(toks) and (toks[k] in _SKIP or toks[k].endswith("ly")):
+                k += 1
+            if k < len(toks) and toks[k].isalpha() and toks[k] not in _NOT_FRAME:
+                out.add(toks[k])
+        elif t in _QUANTIFIER_SUBJECTS and prev not in _PREPOSITIONS:
+            k = i + 1
+            while k < len(toks) and (toks[k] in _SKIP or toks[k].endswith("ly")):
+                k += 1
+            if verb_at(k):
+                out.add(toks[k])
+            elif prev in _ASKING and verb_at(k + 1) and toks[k].isalpha():  # "does each attack target,"
+                out.add(toks[k + 1])
+    return out
 
 
 # "Refine via Intrinsic Self-Verification (ReVISE)", "Large Language Models

@@ -28,6 +28,7 @@ from rag.answer.reading import (
     asks_overview,
     asks_value,
     compares_papers,
+    frame_verbs,
     names_in,
     value_clauses,
 )
@@ -316,11 +317,14 @@ def question_term_unsupported(sentence: str, evidence: Sequence[str], question: 
                               terms, distinctive) -> RuleFiring:
     """A synthesis sentence uses a distinctive term of the question ("protein
     folding") that none of its cited evidence holds: the question's words
-    echoed as the paper's claim. ``terms``: text -> stemmed terms;
+    echoed as the paper's claim. The question's frame verbs ("target" in "how
+    does each target …", ``frame_verbs``) are how it asks, not what it
+    asserts, and are left out. ``terms``: text -> stemmed terms;
     ``distinctive``: term -> bool (rare in the index)."""
     text, _ = strip_markers(sentence)
     have = set().union(*(terms(e) for e in evidence)) if evidence else set()
-    echoed = sorted(t for t in terms(text) & terms(question) if t not in have and distinctive(t))
+    asked = terms(question) - terms(" ".join(frame_verbs(question)))
+    echoed = sorted(t for t in terms(text) & asked if t not in have and distinctive(t))
     return RuleFiring("question_term_unsupported", bool(echoed),
                       f"question terms not in its evidence: {', '.join(echoed)}" if echoed else "ok",
                       data={"terms": echoed})

@@ -3,10 +3,10 @@
 Each synthesis sentence is attached to the evidence it cites and scored
 (``support``: the share of its content words found there, and its best
 cosine to an evidence sentence). A sentence asserting a number or name its
-evidence lacks, or one the evidence does not back, first gets a chance to
-find its backing in another sentence of a cited abstract (rule
-evidence_extended, verbatim); failing that it stays visible, marked
-withdrawn. Used by ``rag.answer.pipeline.Answerer``.
+evidence lacks, one using a question term its evidence lacks, or one the
+evidence does not back, first gets a chance to find its backing in another
+sentence of a cited abstract (rule evidence_extended, verbatim); failing that
+it stays visible, marked withdrawn. Used by ``rag.answer.pipeline.Answerer``.
 """
 
 from __future__ import annotations
@@ -88,6 +88,15 @@ class SynthesisChecker:
                     claim = rules.names_uncited_paper(body, own, self._others(answer, cited))
                 if not claim.fired:
                     claim = self._echo(body, ev_texts + named + [title], q)
+                    if claim.fired and (extra := self._quote_question_terms(
+                            answer, cited, body, q, ev_texts + named + [title])):
+                        # The cited abstract states the term elsewhere ("the Plugin
+                        # model"): that sentence joins the quotes, verbatim.
+                        claim = RuleFiring("question_term_unsupported", False,
+                                           "ok after evidence_extended")
+                        ev_texts += [t for t, _ in extra]
+                        nums |= {n for _, n in extra}
+                        support = self._support(body, ev_texts, title)
                 if not claim.fired:
                     claim = rules.broken_sentence(body)
                 ss = SentenceSupport(
@@ -220,23 +229,45 @@ class SynthesisChecker:
         field's common terms: the sentences of its cited abstracts that state
         them (most of them first, up to ``AQA_EXTEND_MAX_SENTENCES``) join its
         quotes, verbatim. Nothing is withdrawn when none does."""
+        picked, _ = self._covering(answer, cited, known,
+                                   lambda texts: set(claims.unstated_specifics(body, texts)))
+        return [self._add(answer, pid, paper, sent, body, q) for pid, paper, sent in picked]
+
+    def _quote_question_terms(self, answer: Answer, cited: list[Candidate], body: str, q: str,
+                              known: list[str]) -> list[tuple[str, int]]:
+        """Rule evidence_extended for a claim using question terms its quotes
+        lack: when other sentences of its cited abstracts (up to
+        ``AQA_EXTEND_MAX_SENTENCES``) state every one of them, they join its
+        quotes, verbatim; otherwise nothing is added and the claim stays withdrawn."""
+        def echoed(texts: list[str]) -> set[str]:
+            return set(self._echo(body, texts, q).data.get("terms", []))
+
+        picked, missing = self._covering(answer, cited, known, echoed)
+        if missing:
+            return []
+        return [self._add(answer, pid, paper, sent, body, q) for pid, paper, sent in picked]
+
+    def _covering(self, answer: Answer, cited: list[Candidate], known: list[str],
+                  missing_in: Callable[[list[str]], set[str]]) -> tuple[list, set[str]]:
+        """Greedily, the sentences of the cited abstracts (not yet quoted)
+        that leave least of ``missing_in(texts)`` unstated, up to
+        ``AQA_EXTEND_MAX_SENTENCES``: ((paper id, paper, sentence) picked, still missing)."""
         known = list(known)
-        missing = set(claims.unstated_specifics(body, known))
+        missing = missing_in(known)
         papers = {answer.retrieved[c.hit].paper.paper_id: answer.retrieved[c.hit].paper for c in cited}
         quoted = {e.text for e in answer.evidence}
         pool = [(pid, t) for pid, p in papers.items() for t in split_sentences(p.abstract) if t not in quoted]
-        out: list[tuple[str, int]] = []
-        while missing and pool and len(out) < self.settings.answer.extend_max_sentences:
-            gains = [(len(missing - set(claims.unstated_specifics(body, known + [t]))), -i)
-                     for i, (_, t) in enumerate(pool)]
+        picked: list[tuple[str, object, str]] = []
+        while missing and pool and len(picked) < self.settings.answer.extend_max_sentences:
+            gains = [(len(missing - missing_in(known + [t])), -i) for i, (_, t) in enumerate(pool)]
             gain, i = max(gains)
             if gain == 0:
                 break
             pid, sent = pool.pop(-i)
-            out.append(self._add(answer, pid, papers[pid], sent, body, q))
+            picked.append((pid, papers[pid], sent))
             known.append(sent)
-            missing = set(claims.unstated_specifics(body, known))
-        return out
+            missing = missing_in(known)
+        return picked, missing
 
     def _backs(self, body: str, cited: list[str], named: list[str], sent: str, q: str,
                title: str) -> bool:
