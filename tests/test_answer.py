@@ -1072,3 +1072,18 @@ def test_a_question_term_no_cited_abstract_states_is_withdrawn(fake_engine):
     a = eng.ask("How does MELON detect attacks in protein folding agents?")
     assert a.declined or a.sentences[0].withdrawn, a.text
     assert "question_term_unsupported" in rules_fired(a)
+
+
+def test_a_paper_added_by_evidence_extended_names_itself(fake_engine):
+    # The sentence cites ShieldAgent only; its MELON half is backed by a MELON
+    # sentence that evidence_extended adds. That sentence does not say "MELON",
+    # but the citation now does: the question's "MELON" is no echo.
+    synth = lambda s: (f"ShieldAgent reaches a recall of 90.1%, while MELON identifies an attack "  # noqa: E731
+                       f"if the actions of the original and masked executions are similar "
+                       f"{ids_of('90.1%', s)}.")
+    eng = fake_engine(llm=ScriptedLLM(pick("90.1%"), synth), evidence_floor=0.0,
+                      coverage_max_added=0)
+    a = eng.ask("How do ShieldAgent and MELON differ in how they flag attacks?")
+    assert "evidence_extended" in rules_fired(a)
+    assert not a.sentences[0].withdrawn, a.sentences[0].withdrawn_reason
+    assert len(a.sentences[0].citations) == 2

@@ -87,9 +87,12 @@ class SynthesisChecker:
                     own = named + [c.paper.name for c in answer.citations if c.number in nums]
                     claim = rules.names_uncited_paper(body, own, self._others(answer, cited))
                 if not claim.fired:
-                    claim = self._echo(body, ev_texts + named + [title], q)
+                    # every paper it cites by now names itself (evidence_extended
+                    # may have added one: "… while Speak Easy targets …")
+                    heads = named + [heading(c.paper) for c in answer.citations if c.number in nums]
+                    claim = self._echo(body, ev_texts + heads + [title], q)
                     if claim.fired and (extra := self._quote_question_terms(
-                            answer, cited, body, q, ev_texts + named + [title])):
+                            answer, cited, body, q, ev_texts + heads + [title])):
                         # The cited abstract states the term elsewhere ("the Plugin
                         # model"): that sentence joins the quotes, verbatim.
                         claim = RuleFiring("question_term_unsupported", False,
