@@ -39,6 +39,7 @@ def _load_words() -> dict:
 
 
 _W = _load_words()  # the word lists are data: rag/label_words.json
+WORDS = _W  # shared with rag.answer.reading (its "question_frame" lists)
 _VERBS_NAME = "|".join(_W["contribution_verbs"]["name"])
 _VERBS_FIRST = "|".join(_W["contribution_verbs"]["first"])
 _VERBS_TOPIC = "|".join(_W["contribution_verbs"]["topic"])

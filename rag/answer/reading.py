@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 
 from rag.config_sections import EvidenceSettings
-from rag.labels import system_name
+from rag.labels import WORDS, system_name
 from rag.text import NAME, specifics, stemmer
 from rag.types import SearchHit
 
@@ -154,20 +154,14 @@ def asks_name(question: str) -> bool:
 # answering it uses that verb for what a paper does ("MELON targets indirect
 # injections"): it is how the question asks, not a claim term the paper must state.
 _TOKEN = re.compile(r"[A-Za-z][\w-]*|[?.,;:()]")
-_ASKING = frozenset({"do", "does", "did", "can", "could", "would", "will", "should", "how",
-                     "way", "ways", "what", "which", "that", "where", "when", "why"})
-_PRONOUN_SUBJECTS = frozenset({"they", "it"})  # always a subject after an asking word
-_QUANTIFIER_SUBJECTS = frozenset({"each", "both", "either"})  # a subject or a determiner
-_SKIP = frozenset({"also", "then", "each", "both", "all", "one"})  # and adverbs in -ly
-# after a verb: its object's determiner, a preposition, a wh-word, or the clause's end
-_AFTER_VERB = frozenset({"the", "a", "an", "this", "that", "these", "those", "its", "their",
-                         "against", "at", "on", "in", "to", "from", "with", "by", "for", "about",
-                         "into", "which", "what", "how", "whether", "and", "or", "?", ".", ",",
-                         ";", ":", "("})
-_PREPOSITIONS = frozenset({"of", "for", "in", "on", "to", "with", "from", "by", "across",
-                           "between", "against", "under", "over", "at", "among"})
-_NOT_FRAME = frozenset({"is", "are", "was", "were", "be", "have", "has", "had", "do", "does",
-                        "did", "not", "differ", "compare", "them", "it", "they"})
+_FRAME = WORDS["question_frame"]  # the word lists are data: rag/label_words.json
+_ASKING = frozenset(_FRAME["asking"])
+_PRONOUN_SUBJECTS = frozenset(_FRAME["pronoun_subjects"])  # always a subject after an asking word
+_QUANTIFIER_SUBJECTS = frozenset(_FRAME["quantifier_subjects"])  # a subject or a determiner
+_SKIP = frozenset(_FRAME["skip"])  # and adverbs in -ly
+_AFTER_VERB = frozenset(_FRAME["after_verb"])  # an object, a preposition, a wh-word, a clause end
+_PREPOSITIONS = frozenset(_FRAME["prepositions"])
+_NOT_FRAME = frozenset(_FRAME["not_frame"])
 
 
 def frame_verbs(question: str) -> set[str]:
