@@ -175,22 +175,21 @@ def frame_verbs(question: str) -> set[str]:
     toks = [t.lower() for t in _TOKEN.findall(question)]
     out: set[str] = set()
 
+    def word_at(k: int) -> bool:
+        return k < len(toks) and toks[k].isalpha() and toks[k] not in _NOT_FRAME
+
     def verb_at(k: int) -> bool:
-        return (k < len(toks) and toks[k].isalpha() and toks[k] not in _NOT_FRAME
-                and (k + 1 == len(toks) or toks[k + 1] in _AFTER_VERB))
+        return word_at(k) and (k + 1 == len(toks) or toks[k + 1] in _AFTER_VERB)
 
     for i, t in enumerate(toks):
         prev = toks[i - 1] if i else ""
+        k = i + 1  # the first word after the subject that is no adverb
+        while k < len(toks) and (toks[k] in _SKIP or toks[k].endswith("ly")):
+            k += 1
         if t in _PRONOUN_SUBJECTS and prev in _ASKING:
-            k = i + 1
-            while k < len(toks) and (toks[k] in _SKIP or toks[k].endswith("ly")):
-                k += 1
-            if k < len(toks) and toks[k].isalpha() and toks[k] not in _NOT_FRAME:
+            if word_at(k):
                 out.add(toks[k])
         elif t in _QUANTIFIER_SUBJECTS and prev not in _PREPOSITIONS:
-            k = i + 1
-            while k < len(toks) and (toks[k] in _SKIP or toks[k].endswith("ly")):
-                k += 1
             if verb_at(k):
                 out.add(toks[k])
             elif prev in _ASKING and verb_at(k + 1) and toks[k].isalpha():  # "does each attack target,"
