@@ -176,6 +176,12 @@ class EvidenceSettings(Section):
     pinned_sentences: int = _tuned(12, "sentences offered when the question is pinned to "
                                    "chosen papers (split among them).")
     evidence_max_chosen: int = _tuned(4, "most sentences the model may choose.")
+    evidence_chooser: Literal["model", "ranker"] = _doc(
+        "model", "Who chooses the evidence sentences: `model` (the LLM reads every candidate "
+        "sentence, the longest prompt of an answer) or `ranker` (the best-ranked candidates, no "
+        "model call; the synthesis then reads only them). See docs/benchmarks.md.")
+    evidence_ranker_chosen: int = _tuned(2, "sentences the ranker chooses "
+                                         "(AQA_EVIDENCE_CHOOSER=ranker).")
     evidence_floor: float = _tuned(0.3, "rule off_question_evidence: decline when the best "
                                    "chosen sentence's cosine to the question is below this.")
     evidence_spread: float = _tuned(0.25, "...and drop chosen sentences this far below the "

@@ -1087,3 +1087,34 @@ def test_a_paper_added_by_evidence_extended_names_itself(fake_engine):
     assert "evidence_extended" in rules_fired(a)
     assert not a.sentences[0].withdrawn, a.sentences[0].withdrawn_reason
     assert len(a.sentences[0].citations) == 2
+
+
+def test_ranker_choice_takes_the_best_scored_in_prompt_order():
+    from rag.answer.evidence import Candidate, ranker_choice
+
+    cands = [Candidate(1, 0, "a", 0.5, 0, 0.52), Candidate(2, 0, "b", 0.6, 1, 0.71),
+             Candidate(3, 1, "c", 0.7, 0, 0.60), Candidate(4, 1, "d", 0.4, 2, 0.30)]
+    # By the ranking score (cosine plus prior and boosts), not the bare cosine.
+    assert ranker_choice(cands, 2) == [2, 3]
+    assert ranker_choice(cands, 1) == [2]
+    assert ranker_choice(cands, 9) == [1, 2, 3, 4]
+
+
+def test_ranker_chooser_makes_no_choice_call_and_a_short_synthesis(fake_engine):
+    """AQA_EVIDENCE_CHOOSER=ranker: the best-ranked candidates are the evidence
+    without the choice prompt, and the synthesis continues the check's short
+    conversation, which holds only them, numbered as they were offered."""
+    def no_choice(sents):
+        raise AssertionError("the ranker chooses; the model is not asked")
+
+    llm = ScriptedLLM(no_choice, "ShieldAgent is a guardrail agent [1].")
+    eng = fake_engine(llm=llm, evidence_chooser="ranker", evidence_ranker_chosen=2)
+    a = eng.ask(SHIELD_Q)
+    check, synthesis = llm.calls
+    assert "answer" in check["json_schema"]["properties"] and synthesis["json_schema"] is None
+    ids = next(r.data["ids"] for r in a.rules if r.name == "no_evidence")
+    quoted_ids = [int(i) for i in re.findall(r"\[(\d+)\] \"", check["messages"][1]["content"])]
+    assert len(ids) == 2 and quoted_ids == ids
+    assert synthesis["messages"][:2] == check["messages"]
+    assert synthesis["messages"][2] == {"role": "assistant", "content": '{"answer": "yes"}'}
+    assert not a.declined and [short_title(c.paper.title) for c in a.citations] == ["ShieldAgent"]

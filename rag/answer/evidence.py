@@ -32,6 +32,7 @@ class Candidate:
     text: str
     relevance: float  # cosine of the question and this sentence
     position: int  # index of the sentence within its abstract
+    score: float = 0.0  # the ranking score: cosine, rank prior and boosts
 
 
 def candidates(question: str, hits: list[SearchHit], embedder, *, total: int,
@@ -65,21 +66,29 @@ def candidates(question: str, hits: list[SearchHit], embedder, *, total: int,
                 boost += count_boost
             scored.append((float(sim) + prior + boost, h_i, i, t, float(sim)))
     scored.sort(key=lambda x: -x[0])
-    chosen: dict[int, list[tuple[int, str, float]]] = {}
+    chosen: dict[int, list[tuple[int, str, float, float]]] = {}
     n = 0
-    for _, h_i, i, t, sim in scored:
+    for score, h_i, i, t, sim in scored:
         if n >= total:
             break
         cap = first_paper if (h_i == 0 and first_paper) else per_paper
         if len(chosen.get(h_i, [])) >= cap:
             continue
-        chosen.setdefault(h_i, []).append((i, t, sim))
+        chosen.setdefault(h_i, []).append((i, t, sim, score))
         n += 1
     out: list[Candidate] = []
     for h_i in sorted(chosen):
-        for i, t, sim in sorted(chosen[h_i]):
-            out.append(Candidate(len(out) + 1, h_i, t, round(sim, 4), i))
+        for i, t, sim, score in sorted(chosen[h_i]):
+            out.append(Candidate(len(out) + 1, h_i, t, round(sim, 4), i, round(score, 4)))
     return out
+
+
+def ranker_choice(cands: list[Candidate], most: int) -> list[int]:
+    """The ids of the ``most`` best-ranked candidates (by ``Candidate.score``),
+    in prompt order: the evidence choice without a model call
+    (``AQA_EVIDENCE_CHOOSER=ranker``)."""
+    best = sorted(cands, key=lambda c: -c.score)[:most]
+    return sorted(c.id for c in best)
 
 
 def heading(paper: Paper) -> str:

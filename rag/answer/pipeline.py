@@ -27,6 +27,7 @@ declines worded in ``rag.answer.declines``.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Iterator, Sequence
@@ -46,6 +47,7 @@ from rag.answer.evidence import (
     heading,
     parse_choice,
     quoted,
+    ranker_choice,
 )
 from rag.answer.index_terms import IndexTerms
 from rag.answer.paper_relevance import (
@@ -55,7 +57,7 @@ from rag.answer.paper_relevance import (
     papers_evidence,
     select_papers,
 )
-from rag.answer.steps import Steps, llm_steps
+from rag.answer.steps import VERDICT_PREFIX, Steps, check_messages, llm_steps
 from rag.answer.verify import SynthesisChecker
 from rag.config import Settings
 from rag.llm import LLM
@@ -289,7 +291,11 @@ class Answerer(IndexTerms):
             {"role": "user", "content": render("evidence_user", excerpts=excerpts(cands, hits),
                                                question=q)},
         ]
-        raw = self.steps.choose(messages, choice_schema(len(cands), s.evidence.evidence_max_chosen))
+        if s.evidence.evidence_chooser == "ranker":
+            # No model call: the synthesis gets a prompt of its own (``_synthesise``).
+            raw = json.dumps({"ids": ranker_choice(cands, s.evidence.evidence_ranker_chosen)})
+        else:
+            raw = self.steps.choose(messages, choice_schema(len(cands), s.evidence.evidence_max_chosen))
         ids = parse_choice(raw, len(cands))
         if ids is None:
             # A server that ignored the schema: fall back to the closest sentence.
@@ -395,6 +401,14 @@ class Answerer(IndexTerms):
                           "synthesis_papers_user", excerpts=excerpts(chosen, answer.retrieved),
                           example=chosen[0].id, question=q,
                           differ=render("synthesis_papers_differ") + " " if several else "")}]
+        elif s.evidence.evidence_chooser == "ranker":
+            # The model never read the candidate list: the synthesis continues
+            # the check's short conversation (only the chosen sentences, numbered
+            # as offered), whose prompt the local model has just read.
+            follow = check_messages(q, quoted(chosen, answer.retrieved)) + [
+                {"role": "assistant", "content": VERDICT_PREFIX + 'yes"}'},
+                {"role": "user", "content": render("synthesis_after_check", example=chosen[0].id)},
+            ]
         else:
             follow = messages + [
                 {"role": "assistant", "content": raw_choice},
