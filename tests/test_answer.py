@@ -1118,3 +1118,38 @@ def test_ranker_chooser_makes_no_choice_call_and_a_short_synthesis(fake_engine):
     assert synthesis["messages"][:2] == check["messages"]
     assert synthesis["messages"][2] == {"role": "assistant", "content": '{"answer": "yes"}'}
     assert not a.declined and [short_title(c.paper.title) for c in a.citations] == ["ShieldAgent"]
+
+
+def test_which_paper_answer_quotes_what_the_paper_does_without_a_synthesis(fake_engine):
+    # "Which paper…": the cited paper is named and quoted, in code, by the
+    # sentence of its evidence that says what it does; the model writes nothing.
+    llm = ScriptedLLM(lambda s: list(s), lambda s: "A synthesis the model should not write [1].")
+    eng = fake_engine(llm=llm, evidence_floor=0.0)
+    a = eng.ask("Which paper protects LLM agents from attacks?")
+    assert not a.declined, a.text
+    assert [c["json_schema"] is not None for c in llm.calls].count(False) == 0  # no synthesis call
+    (s,) = a.sentences
+    cited = a.citations[0].paper
+    name, _, quote = s.text.partition(": ")
+    assert name == cited.name and quote.startswith("“") and quote.endswith("”")
+    assert quote.strip("“”") in cited.abstract and not s.withdrawn
+    assert "should not write" not in a.text
+
+
+def test_which_papers_answer_quotes_each_and_the_model_writes_only_the_contrast(fake_engine):
+    contrast = lambda s: f"One differs from the other {''.join(f'[{i}]' for i in s)}."  # noqa: E731
+    llm = ScriptedLLM(lambda s: list(s), contrast)
+    eng = fake_engine(llm=llm, evidence_floor=0.0)
+    a = eng.ask("Which papers protect LLM agents from attacks?")
+    assert not a.declined and len(a.citations) > 1, a.text
+    *lines, last = a.sentences
+    assert len(lines) == len(a.citations)
+    for s, c in zip(lines, a.citations, strict=True):
+        name, _, quote = s.text.partition(": ")
+        assert name == c.paper.name and quote.strip("“”") in c.paper.abstract
+        assert s.citations == [c.number]
+    # The contrast prompt holds only the quoted sentences, one set per paper.
+    (write,) = [c["messages"] for c in llm.calls if c["json_schema"] is None]
+    shown = re.findall(r"^\[\d+\] (.*)$", write[1]["content"], re.M)
+    assert sorted(shown) == sorted(s.text.partition(": ")[2].strip("“”") for s in lines)
+    assert set(last.citations) == {c.number for c in a.citations}

@@ -162,17 +162,12 @@ def select_papers(chosen: list[Candidate], evidence: dict[int, list[Candidate]],
             added.append(h)
             out += evidence[h]
     for h in keep:
-        n = _n_sents(hits[h])
-
-        def says_what_it_does(c: Candidate, n: int = n) -> float:
-            return aspect_score("approach", c.text, c.position / max(1, n - 1))
-
-        if not any(says_what_it_does(c) >= MIN_SCORE["approach"] for c in out if c.hit == h):
+        abstract = hits[h].paper.abstract
+        if not any(does_what(c, abstract) for c in out if c.hit == h):
             have = {x.text for x in out}
-            extra = [c for c in evidence.get(h, []) if c.text not in have
-                     and says_what_it_does(c) >= MIN_SCORE["approach"]]
+            extra = [c for c in evidence.get(h, []) if c.text not in have and does_what(c, abstract)]
             if extra:
-                out.append(max(extra, key=says_what_it_does))
+                out.append(max(extra, key=lambda c: says_what_it_does(c, abstract)))
                 extended.append(h)
     out.sort(key=lambda c: (c.hit, c.position))
     rows = [{"paper_id": hits[h].paper.paper_id, "p": round(probs[h], 4),
@@ -190,5 +185,13 @@ def select_papers(chosen: list[Candidate], evidence: dict[int, list[Candidate]],
                            data={"cite_at": cite_at, "papers": rows})
 
 
-def _n_sents(hit: SearchHit) -> int:
-    return len(split_sentences(hit.paper.abstract))
+def says_what_it_does(c: Candidate, abstract: str) -> float:
+    """How strongly an evidence sentence reads as what its paper does
+    (compare's approach cue, at its position in ``abstract``)."""
+    n = len(split_sentences(abstract))
+    return aspect_score("approach", c.text, c.position / max(1, n - 1))
+
+
+def does_what(c: Candidate, abstract: str) -> bool:
+    """The sentence reads as what its paper does (compare's approach threshold)."""
+    return says_what_it_does(c, abstract) >= MIN_SCORE["approach"]

@@ -50,6 +50,7 @@ from rag.answer.evidence import (
     ranker_choice,
 )
 from rag.answer.index_terms import IndexTerms
+from rag.answer.listing import quoted_lines
 from rag.answer.paper_relevance import (
     PaperModel,
     own_sentences,
@@ -391,16 +392,20 @@ class Answerer(IndexTerms):
     def _synthesise(self, answer: Answer, chosen: list[Candidate], messages: list[dict],
                     raw_choice: str, q: str, t0: float) -> Iterator[StreamEvent]:
         s = self.settings
+        composed = ""
+        follow: list[dict] | None
         if any(r.name == "paper_relevance" for r in answer.rules):
-            # "Which papers…": a fresh prompt with only the cited papers' sentences
-            # (papers judged not to answer are out of view): what each does, and
-            # with several, how they differ.
-            several = len({c.hit for c in chosen}) > 1
-            follow = [{"role": "system", "content": render("synthesis_papers_system")},
-                      {"role": "user", "content": render(
-                          "synthesis_papers_user", excerpts=excerpts(chosen, answer.retrieved),
-                          example=chosen[0].id, question=q,
-                          differ=render("synthesis_papers_differ") + " " if several else "")}]
+            # "Which papers…": each cited paper is quoted in code by what it does
+            # (``rag.answer.listing``); the model writes only, with several, how
+            # they differ, from a fresh prompt holding only the cited papers.
+            lines, said = quoted_lines(chosen, answer.retrieved, asks_value=reading.asks_value(q))
+            composed = "\n".join(lines)
+            follow = None if len(lines) < 2 else [
+                {"role": "system", "content": render("synthesis_papers_system")},
+                {"role": "user", "content": render(
+                    "synthesis_papers_contrast", excerpts=excerpts(said, answer.retrieved),
+                    example=said[0].id, first=answer.retrieved[said[0].hit].paper.name,
+                    second=answer.retrieved[said[-1].hit].paper.name)}]
         elif s.evidence.evidence_chooser == "ranker":
             # The model never read the candidate list: the synthesis continues
             # the check's short conversation (only the chosen sentences, numbered
@@ -417,15 +422,20 @@ class Answerer(IndexTerms):
                                                    example=chosen[0].id, question=q)},
             ]
         yield StreamEvent("status", "Writing the answer…")
+        if composed:
+            answer.timings.ttft_ms = round((time.perf_counter() - t0) * 1000, 1)
+            yield StreamEvent("token", composed + ("\n" if follow else ""))
         pieces: list[str] = []
-        for piece in self.steps.write(follow, s.answer.synthesis_max_tokens, s.llm.temperature):
+        for piece in self.steps.write(follow, s.answer.synthesis_max_tokens,
+                                      s.llm.temperature) if follow else ():
             if answer.timings.ttft_ms is None:
                 answer.timings.ttft_ms = round((time.perf_counter() - t0) * 1000, 1)
             pieces.append(piece)
             yield StreamEvent("token", piece)
         # Streamed pieces are tokens: as many as the limit means it cut the text short.
         limited = len(pieces) >= s.answer.synthesis_max_tokens
-        if self.checker.check(answer, chosen, "".join(pieces), q, length_limited=limited):
+        text = composed + ("\n" if composed and pieces else "") + "".join(pieces)
+        if self.checker.check(answer, chosen, text, q, length_limited=limited):
             # The paper the question names is the one whose abstract lacks it, even
             # when a comparison added another paper's sentence first.
             target = self._named_target(q, answer.retrieved)

@@ -1,0 +1,55 @@
+"""The answer to "which papers…" composed in code: each cited paper by its own words.
+
+For a question that asks for papers, the papers are the answer and the
+decision about them is already made (``rag.answer.paper_relevance``). The
+bundled model, asked to write "one sentence per paper on what it does",
+mostly copied the chosen sentences verbatim, motivation first ("Recent
+research has explored…") and in the abstract's first person, and it spent
+5-7 s doing so. Here each cited paper gets one line in code, its name, its
+evidence number and, quoted, the sentence of its evidence that says what it
+does (``paper_relevance.does_what``); when the question asks for a
+value, the paper's chosen sentence stating one is quoted too. The model then
+writes only what code cannot: with several papers, one sentence on how they
+differ (prompt ``synthesis_papers_contrast``), checked like any synthesis
+sentence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rag.answer.evidence import Candidate
+from rag.answer.paper_relevance import does_what, says_what_it_does
+from rag.text import has_value
+from rag.types import SearchHit
+
+
+def quoted_lines(chosen: Sequence[Candidate], hits: Sequence[SearchHit], *, asks_value: bool
+                 ) -> tuple[list[str], list[Candidate]]:
+    """One line per cited paper, in evidence order (``Name [n]: “sentence”``),
+    and the sentences quoted.
+
+    Markers are candidate ids, as in a model's synthesis (the check maps them
+    to the numbers shown).
+    The quoted sentence is the paper's evidence sentence that best says what
+    it does, else its one closest to the question; with ``asks_value``, a
+    sentence of its evidence stating a number joins it (the asked detail)."""
+    lines: list[str] = []
+    quoted: list[Candidate] = []
+    for hit in dict.fromkeys(c.hit for c in chosen):
+        own = [c for c in chosen if c.hit == hit]
+        abstract = hits[hit].paper.abstract
+        doing = [c for c in own if does_what(c, abstract)]
+        does = (max(doing, key=lambda c: says_what_it_does(c, abstract)) if doing
+                else max(own, key=lambda c: c.relevance))
+        quote = [does]
+        if asks_value and not has_value(does.text):
+            valued = [c for c in own if has_value(c.text)]
+            if valued:
+                quote.append(max(valued, key=lambda c: c.relevance))
+        quote.sort(key=lambda c: c.position)
+        marks = "".join(f"[{c.id}]" for c in quote)
+        body = " ".join(c.text for c in quote)
+        lines.append(f"{hits[hit].paper.name} {marks}: “{body}”")
+        quoted += quote
+    return lines, quoted
