@@ -87,7 +87,7 @@ def contribution_sentence(abstract: str) -> tuple[int, str] | None:
     """(position, sentence) of the abstract sentence that best says what the
     paper does (compare's approach cue: "we propose…"), if one reads as such."""
     sents = split_sentences(abstract)
-    scored = [(aspect_score("approach", t, i / max(1, len(sents) - 1)), -i, t) for i, t in enumerate(sents)]
+    scored = [(_approach(t, i, len(sents)), -i, t) for i, t in enumerate(sents)]
     best = max(scored, default=None)
     return (-best[1], best[2]) if best and best[0] >= MIN_SCORE["approach"] else None
 
@@ -188,10 +188,14 @@ def select_papers(chosen: list[Candidate], evidence: dict[int, list[Candidate]],
 def says_what_it_does(c: Candidate, abstract: str) -> float:
     """How strongly an evidence sentence reads as what its paper does
     (compare's approach cue, at its position in ``abstract``)."""
-    n = len(split_sentences(abstract))
-    return aspect_score("approach", c.text, c.position / max(1, n - 1))
+    return _approach(c.text, c.position, len(split_sentences(abstract)))
 
 
 def does_what(c: Candidate, abstract: str) -> bool:
     """The sentence reads as what its paper does (compare's approach threshold)."""
     return says_what_it_does(c, abstract) >= MIN_SCORE["approach"]
+
+
+def _approach(text: str, position: int, n_sents: int) -> float:
+    """Compare's approach cue for the sentence at ``position`` of ``n_sents``."""
+    return aspect_score("approach", text, position / max(1, n_sents - 1))
