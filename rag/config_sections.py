@@ -176,10 +176,12 @@ class EvidenceSettings(Section):
     pinned_sentences: int = _tuned(12, "sentences offered when the question is pinned to "
                                    "chosen papers (split among them).")
     evidence_max_chosen: int = _tuned(4, "most sentences the model may choose.")
-    evidence_chooser: Literal["model", "ranker"] = _doc(
+    evidence_chooser: Literal["model", "ranker", "auto"] = _doc(
         "model", "Who chooses the evidence sentences: `model` (the LLM reads every candidate "
-        "sentence, the longest prompt of an answer) or `ranker` (the best-ranked candidates, no "
-        "model call; the synthesis then reads only them). See docs/benchmarks.md.")
+        "sentence, the longest prompt of an answer), `ranker` (the best-ranked candidates, no "
+        "model call; the synthesis then reads only them) or `auto` (the ranker for questions "
+        "pinned to papers, chosen or carried over by a follow-up; the model otherwise). See "
+        "docs/benchmarks.md.")
     evidence_ranker_chosen: int = _tuned(2, "sentences the ranker chooses "
                                          "(AQA_EVIDENCE_CHOOSER=ranker).")
     evidence_floor: float = _tuned(0.3, "rule off_question_evidence: decline when the best "

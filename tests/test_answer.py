@@ -1120,6 +1120,27 @@ def test_ranker_chooser_makes_no_choice_call_and_a_short_synthesis(fake_engine):
     assert not a.declined and [short_title(c.paper.title) for c in a.citations] == ["ShieldAgent"]
 
 
+def test_auto_chooser_ranks_pinned_questions_and_asks_the_model_otherwise(fake_engine):
+    """AQA_EVIDENCE_CHOOSER=auto: a question pinned to a paper gets the
+    ranker's evidence (no choice call: the check, then a synthesis continuing
+    it); an open question is chosen by the model; the trace says which."""
+    from rag.types import Filters
+
+    llm = ScriptedLLM(lambda s: [1], "ShieldAgent is a guardrail agent [1].")
+    eng = fake_engine(llm=llm, evidence_chooser="auto", evidence_ranker_chosen=2)
+    pid = by_name(eng)["ShieldAgent"]
+    a = eng.ask("What does this paper propose?", filters=Filters(paper_ids=[pid]))
+    assert not a.declined, a.text
+    chose = next(r.data for r in a.rules if r.name == "no_evidence")
+    assert chose["chooser"] == "ranker" and len(chose["ids"]) == 2
+    assert not any(c["json_schema"] and "ids" in c["json_schema"]["properties"] for c in llm.calls)
+    assert llm.calls[-1]["messages"][:2] == llm.calls[0]["messages"]  # synthesis continues the check
+    llm.calls.clear()
+    a = eng.ask(SHIELD_Q)
+    assert next(r.data for r in a.rules if r.name == "no_evidence")["chooser"] == "model"
+    assert "ids" in llm.calls[0]["json_schema"]["properties"]
+
+
 def test_which_paper_answer_quotes_what_the_paper_does_without_a_synthesis(fake_engine):
     # "Which paper…": the cited paper is named and quoted, in code, by the
     # sentence of its evidence that says what it does; the model writes nothing.
@@ -1153,3 +1174,24 @@ def test_which_papers_answer_quotes_each_and_the_model_writes_only_the_contrast(
     shown = re.findall(r"^\[\d+\] (.*)$", write[1]["content"], re.M)
     assert sorted(shown) == sorted(s.text.partition(": ")[2].strip("“”") for s in lines)
     assert set(last.citations) == {c.number for c in a.citations}
+
+
+def test_contrast_prompt_names_every_cited_paper_in_order():
+    """With two papers the contrast form is "A … whereas B …"; with three or
+    more each paper gets its clause, in the order cited (the two-paper form
+    left the middle one out)."""
+    from rag.answer.evidence import Candidate
+    from rag.answer.listing import contrast_prompt
+    from rag.types import Paper, SearchHit
+
+    hits = [SearchHit(paper=Paper(paper_id=n, title=f"{n}: a method", abstract=f"We propose {n}.",
+                                  source="s"), score=1.0, rank=i + 1)
+            for i, n in enumerate(["Alpha", "Beta", "Gamma"])]
+    said = [Candidate(i + 1, i, f"We propose {h.paper.name}.", 0.5, 0) for i, h in enumerate(hits)]
+    two = contrast_prompt(said[:2], hits)
+    assert "Alpha [n] does this, whereas Beta [n]" in two and "Gamma" not in two
+    three = contrast_prompt(said, hits)
+    form = three[three.index("like"):]
+    assert form.index("Alpha") < form.index("Beta") < form.index("Gamma")
+    assert "each of Alpha, Beta, Gamma" in three
+    assert re.findall(r"^\[(\d+)\] ", three, re.M) == ["1", "2", "3"]

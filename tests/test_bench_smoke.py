@@ -70,7 +70,7 @@ def test_bench_all_tiny(tmp_path: Path, capsys):
     assert run["total_s"] > 0 and (run["tokens"] == 0 or run["ttft_client_s"] is not None)
     assert llm_res["questions"] == bench.SIZES["tiny"]["llm_questions"]
     assert llm_res["answer_s_p50"] <= llm_res["answer_s_p95"]
-    assert bench.SIZES["full"]["llm_questions"] >= 20
+    assert bench.SIZES["full"]["llm_questions"] >= 30  # issue #26: speed p50s over >= 30 questions
     for lv in levels.values():
         assert lv["p50_over_query_embed"] > 0
 

@@ -10,16 +10,17 @@ evidence number and, quoted, the sentence of its evidence that says what it
 does (``paper_relevance.does_what``); when the question asks for a
 value, the paper's chosen sentence stating one is quoted too. The model then
 writes only what code cannot: with several papers, one sentence on how they
-differ (prompt ``synthesis_papers_contrast``), checked like any synthesis
-sentence.
+differ (prompt ``synthesis_papers_contrast``, or ``…_more`` naming every
+paper when there are three or more), checked like any synthesis sentence.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rag.answer.evidence import Candidate
+from rag.answer.evidence import Candidate, excerpts
 from rag.answer.paper_relevance import does_what, says_what_it_does
+from rag.prompts import render
 from rag.text import has_value
 from rag.types import SearchHit
 
@@ -53,3 +54,16 @@ def quoted_lines(chosen: Sequence[Candidate], hits: Sequence[SearchHit], *, asks
         lines.append(f"{hits[hit].paper.name} {marks}: “{body}”")
         quoted += quote
     return lines, quoted
+
+
+def contrast_prompt(said: Sequence[Candidate], hits: Sequence[SearchHit]) -> str:
+    """The prompt for the one sentence on how the cited papers differ, over
+    the quoted sentences ``said``: two papers in the form "A does this,
+    whereas B does that"; three or more with a clause for each, in order
+    (the two-paper form named only the first and the last)."""
+    names = [hits[h].paper.name for h in dict.fromkeys(c.hit for c in said)]
+    common = {"excerpts": excerpts(list(said), list(hits)), "example": said[0].id,
+              "first": names[0], "second": names[1], "last": names[-1]}
+    if len(names) < 3:
+        return render("synthesis_papers_contrast", **common)
+    return render("synthesis_papers_contrast_more", names=", ".join(names), **common)

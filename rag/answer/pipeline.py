@@ -50,7 +50,7 @@ from rag.answer.evidence import (
     ranker_choice,
 )
 from rag.answer.index_terms import IndexTerms
-from rag.answer.listing import quoted_lines
+from rag.answer.listing import contrast_prompt, quoted_lines
 from rag.answer.paper_relevance import (
     PaperModel,
     own_sentences,
@@ -292,7 +292,8 @@ class Answerer(IndexTerms):
             {"role": "user", "content": render("evidence_user", excerpts=excerpts(cands, hits),
                                                question=q)},
         ]
-        if s.evidence.evidence_chooser == "ranker":
+        chooser = self._chooser(pinned)
+        if chooser == "ranker":
             # No model call: the synthesis gets a prompt of its own (``_synthesise``).
             raw = json.dumps({"ids": ranker_choice(cands, s.evidence.evidence_ranker_chosen)})
         else:
@@ -304,7 +305,7 @@ class Answerer(IndexTerms):
             ids = [best.id]
             trace.append(RuleFiring("choice_unparsed", True, f"reply {raw[:80]!r}; used [{best.id}]"))
         r = rules.no_evidence(ids)
-        trace.append(RuleFiring(r.name, r.fired, r.detail, data={"ids": list(ids)}))
+        trace.append(RuleFiring(r.name, r.fired, r.detail, data={"ids": list(ids), "chooser": chooser}))
         sig.chose_nothing = float(r.fired)
         # With nothing chosen, the closest sentence stands in, so that the check
         # and the other signals still read something; the decision weighs it.
@@ -354,6 +355,15 @@ class Answerer(IndexTerms):
         sig.ranker_agrees = float(any(c.hit == 0 for c in chosen))
         return chosen, messages, raw
 
+    def _chooser(self, pinned: list[str]) -> str:
+        """Who chooses this answer's evidence (setting ``evidence_chooser``):
+        with ``auto``, the ranker when the question is pinned to papers. Their
+        candidates are only those papers' sentences, where the ranker's two
+        best matched the model's choice on tune (docs/benchmarks.md) at a
+        fraction of the time; elsewhere the model reads the candidates."""
+        c = self.settings.evidence.evidence_chooser
+        return ("ranker" if pinned else "model") if c == "auto" else c
+
     def _verdict(self, q: str, hits: list[SearchHit], chosen: list[Candidate], sig: Signals,
                  trace: list[RuleFiring]) -> None:
         """The check: a fresh, short prompt with only the chosen sentences and
@@ -402,11 +412,8 @@ class Answerer(IndexTerms):
             composed = "\n".join(lines)
             follow = None if len(lines) < 2 else [
                 {"role": "system", "content": render("synthesis_papers_system")},
-                {"role": "user", "content": render(
-                    "synthesis_papers_contrast", excerpts=excerpts(said, answer.retrieved),
-                    example=said[0].id, first=answer.retrieved[said[0].hit].paper.name,
-                    second=answer.retrieved[said[-1].hit].paper.name)}]
-        elif s.evidence.evidence_chooser == "ranker":
+                {"role": "user", "content": contrast_prompt(said, answer.retrieved)}]
+        elif self._chooser(answer.pinned) == "ranker":
             # The model never read the candidate list: the synthesis continues
             # the check's short conversation (only the chosen sentences, numbered
             # as offered), whose prompt the local model has just read.
