@@ -357,10 +357,10 @@ class Answerer(IndexTerms):
 
     def _chooser(self, pinned: list[str]) -> str:
         """Who chooses this answer's evidence (setting ``evidence_chooser``):
-        with ``auto``, the ranker when the question is pinned to papers. Their
-        candidates are only those papers' sentences, where the ranker's two
-        best matched the model's choice on tune (docs/benchmarks.md) at a
-        fraction of the time; elsewhere the model reads the candidates."""
+        with ``auto``, the ranker when the question is pinned to papers (their
+        candidates are only those papers' sentences), the model otherwise.
+        Opt-in: on tune it halves those answers' time but loses must-include
+        on multi-part questions (docs/benchmarks.md)."""
         c = self.settings.evidence.evidence_chooser
         return ("ranker" if pinned else "model") if c == "auto" else c
 
