@@ -184,6 +184,9 @@ class EvidenceSettings(Section):
         "docs/benchmarks.md.")
     evidence_ranker_chosen: int = _tuned(2, "sentences the ranker chooses "
                                          "(AQA_EVIDENCE_CHOOSER=ranker).")
+    evidence_ranker_pinned: int = _tuned(4, "sentences the ranker chooses for a question pinned "
+                                         "to papers (AQA_EVIDENCE_CHOOSER=ranker or auto): each "
+                                         "paper's best first, then the best of the rest.")
     evidence_floor: float = _tuned(0.3, "rule off_question_evidence: decline when the best "
                                    "chosen sentence's cosine to the question is below this.")
     evidence_spread: float = _tuned(0.25, "...and drop chosen sentences this far below the "

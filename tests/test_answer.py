@@ -1100,6 +1100,20 @@ def test_ranker_choice_takes_the_best_scored_in_prompt_order():
     assert ranker_choice(cands, 9) == [1, 2, 3, 4]
 
 
+def test_ranker_choice_for_pinned_papers_reads_every_paper():
+    """Pinned papers (``each``): every paper's best sentence first, even one
+    whose sentences all rank below another paper's, then the best of the rest."""
+    from rag.answer.evidence import Candidate, ranker_choice
+
+    cands = [Candidate(1, 0, "a", 0.5, 0, 0.72), Candidate(2, 0, "b", 0.6, 1, 0.71),
+             Candidate(3, 0, "c", 0.7, 2, 0.70), Candidate(4, 1, "d", 0.4, 0, 0.30),
+             Candidate(5, 1, "e", 0.4, 1, 0.20)]
+    assert ranker_choice(cands, 2) == [1, 2]  # open question: the best two only
+    assert ranker_choice(cands, 2, each=1) == [1, 4]
+    assert ranker_choice(cands, 4, each=1) == [1, 2, 3, 4]
+    assert ranker_choice(cands[:3], 4, each=1) == [1, 2, 3]  # fewer than asked: all
+
+
 def test_ranker_chooser_makes_no_choice_call_and_a_short_synthesis(fake_engine):
     """AQA_EVIDENCE_CHOOSER=ranker: the best-ranked candidates are the evidence
     without the choice prompt, and the synthesis continues the check's short
@@ -1123,22 +1137,24 @@ def test_ranker_chooser_makes_no_choice_call_and_a_short_synthesis(fake_engine):
 def test_auto_chooser_ranks_pinned_questions_and_asks_the_model_otherwise(fake_engine):
     """AQA_EVIDENCE_CHOOSER=auto: a question pinned to a paper gets the
     ranker's evidence (no choice call: the check, then a synthesis continuing
-    it); an open question is chosen by the model; the trace says which."""
+    it); a question naming the paper, or none, is chosen by the model; the
+    trace says which."""
     from rag.types import Filters
 
     llm = ScriptedLLM(lambda s: [1], "ShieldAgent is a guardrail agent [1].")
-    eng = fake_engine(llm=llm, evidence_chooser="auto", evidence_ranker_chosen=2)
+    eng = fake_engine(llm=llm, evidence_chooser="auto", evidence_ranker_pinned=3)
     pid = by_name(eng)["ShieldAgent"]
     a = eng.ask("What does this paper propose?", filters=Filters(paper_ids=[pid]))
     assert not a.declined, a.text
     chose = next(r.data for r in a.rules if r.name == "no_evidence")
-    assert chose["chooser"] == "ranker" and len(chose["ids"]) == 2
+    assert chose["chooser"] == "ranker" and len(chose["ids"]) == 3
     assert not any(c["json_schema"] and "ids" in c["json_schema"]["properties"] for c in llm.calls)
     assert llm.calls[-1]["messages"][:2] == llm.calls[0]["messages"]  # synthesis continues the check
-    llm.calls.clear()
-    a = eng.ask(SHIELD_Q)
-    assert next(r.data for r in a.rules if r.name == "no_evidence")["chooser"] == "model"
-    assert "ids" in llm.calls[0]["json_schema"]["properties"]
+    for q in (SHIELD_Q, "How can guardrails enforce safety policies on the actions of LLM agents?"):
+        llm.calls.clear()
+        a = eng.ask(q)
+        assert next(r.data for r in a.rules if r.name == "no_evidence")["chooser"] == "model"
+        assert "ids" in llm.calls[0]["json_schema"]["properties"]
 
 
 def test_which_paper_answer_quotes_what_the_paper_does_without_a_synthesis(fake_engine):

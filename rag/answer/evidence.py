@@ -83,12 +83,23 @@ def candidates(question: str, hits: list[SearchHit], embedder, *, total: int,
     return out
 
 
-def ranker_choice(cands: list[Candidate], most: int) -> list[int]:
-    """The ids of the ``most`` best-ranked candidates (by ``Candidate.score``),
-    in prompt order: the evidence choice without a model call
-    (``AQA_EVIDENCE_CHOOSER=ranker``)."""
-    best = sorted(cands, key=lambda c: -c.score)[:most]
-    return sorted(c.id for c in best)
+def ranker_choice(cands: list[Candidate], most: int, *, each: int = 0) -> list[int]:
+    """The evidence choice without a model call (``AQA_EVIDENCE_CHOOSER=ranker``):
+    the ``each`` best-ranked candidates (by ``Candidate.score``) of every paper
+    the candidates come from (for pinned papers, so that "what do these two
+    have in common" reads both), then the best of the rest up to ``most`` in
+    all (more when there are more papers than ``most // each``); ids in prompt
+    order."""
+    ranked = sorted(cands, key=lambda c: -c.score)
+    taken: dict[int, int] = {}
+    picked: list[Candidate] = []
+    for c in ranked:  # each paper's best first
+        if taken.get(c.hit, 0) < each:
+            taken[c.hit] = taken.get(c.hit, 0) + 1
+            picked.append(c)
+    rest = [c for c in ranked if c not in picked]
+    picked += rest[: max(0, most - len(picked))]
+    return sorted(c.id for c in picked)
 
 
 def heading(paper: Paper) -> str:

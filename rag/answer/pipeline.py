@@ -153,11 +153,13 @@ class Answerer(IndexTerms):
                       overview=float(reading.asks_overview(interpreted)))
         try:
             cands, hits = self._gate_and_candidates(interpreted, hits, pinned, trace, sig)
+            chooser = self._chooser(bool(pinned))
             answer.retrieved = hits
             answer.passages = passages(cands, hits)
             timings.passages_ms = round((time.perf_counter() - t0) * 1000, 1)
             yield StreamEvent("passages", answer=answer)
-            chosen, messages, raw = self._choose(interpreted, hits, cands, pinned, trace, answer, sig)
+            chosen, messages, raw = self._choose(interpreted, hits, cands, pinned, trace, answer,
+                                                 sig, chooser)
         except Declined as d:
             decline(answer, d, interpreted, self.embedder)
             yield done()
@@ -178,7 +180,7 @@ class Answerer(IndexTerms):
         cite(answer, chosen)
         timings.evidence_ms = round((time.perf_counter() - t0) * 1000, 1)
         yield StreamEvent("evidence", answer=answer)
-        yield from self._synthesise(answer, chosen, messages, raw, interpreted, t0)
+        yield from self._synthesise(answer, chosen, messages, raw, interpreted, t0, chooser)
         yield done()
 
     def _decide(self, sig: Signals, trace: list[RuleFiring], answer: Answer) -> Decision:
@@ -279,7 +281,7 @@ class Answerer(IndexTerms):
                           value_boost=boost, **counts), hits
 
     def _choose(self, q: str, hits: list[SearchHit], cands: list[Candidate], pinned: list[str],
-                trace: list[RuleFiring], answer: Answer, sig: Signals):
+                trace: list[RuleFiring], answer: Answer, sig: Signals, chooser: str):
         """The model's evidence choice, then the evidence rules: each adds
         evidence or sets a signal; none declines alone."""
         s = self.settings
@@ -292,10 +294,14 @@ class Answerer(IndexTerms):
             {"role": "user", "content": render("evidence_user", excerpts=excerpts(cands, hits),
                                                question=q)},
         ]
-        chooser = self._chooser(pinned)
         if chooser == "ranker":
             # No model call: the synthesis gets a prompt of its own (``_synthesise``).
-            raw = json.dumps({"ids": ranker_choice(cands, s.evidence.evidence_ranker_chosen)})
+            # Pinned papers: each paper's best sentence, and more of them, since
+            # "what do these two have in common" or "tell me more" needs more
+            # than the two closest sentences (tune q218 q228 q234 q277 q314).
+            most, each = ((s.evidence.evidence_ranker_pinned, 1) if pinned
+                          else (s.evidence.evidence_ranker_chosen, 0))
+            raw = json.dumps({"ids": ranker_choice(cands, most, each=each)})
         else:
             raw = self.steps.choose(messages, choice_schema(len(cands), s.evidence.evidence_max_chosen))
         ids = parse_choice(raw, len(cands))
@@ -355,12 +361,13 @@ class Answerer(IndexTerms):
         sig.ranker_agrees = float(any(c.hit == 0 for c in chosen))
         return chosen, messages, raw
 
-    def _chooser(self, pinned: list[str]) -> str:
+    def _chooser(self, pinned: bool) -> str:
         """Who chooses this answer's evidence (setting ``evidence_chooser``):
-        with ``auto``, the ranker when the question is pinned to papers (their
-        candidates are only those papers' sentences), the model otherwise.
-        Opt-in: on tune it halves those answers' time but loses must-include
-        on multi-part questions (docs/benchmarks.md)."""
+        with ``auto``, the ranker when the question is pinned to papers (chosen
+        or carried over by a follow-up; the candidates are only their
+        sentences), the model otherwise. Not for papers the question names:
+        there the ranker's sentences miss what "stand for" or a comparison
+        asks (docs/benchmarks.md has the measured cost of each)."""
         c = self.settings.evidence.evidence_chooser
         return ("ranker" if pinned else "model") if c == "auto" else c
 
@@ -400,7 +407,7 @@ class Answerer(IndexTerms):
 
     # ------------------------------------------------------------ synthesis
     def _synthesise(self, answer: Answer, chosen: list[Candidate], messages: list[dict],
-                    raw_choice: str, q: str, t0: float) -> Iterator[StreamEvent]:
+                    raw_choice: str, q: str, t0: float, chooser: str) -> Iterator[StreamEvent]:
         s = self.settings
         composed = ""
         follow: list[dict] | None
@@ -413,7 +420,7 @@ class Answerer(IndexTerms):
             follow = None if len(lines) < 2 else [
                 {"role": "system", "content": render("synthesis_papers_system")},
                 {"role": "user", "content": contrast_prompt(said, answer.retrieved)}]
-        elif self._chooser(answer.pinned) == "ranker":
+        elif chooser == "ranker":
             # The model never read the candidate list: the synthesis continues
             # the check's short conversation (only the chosen sentences, numbered
             # as offered), whose prompt the local model has just read.
