@@ -97,8 +97,8 @@ def ranker_choice(cands: list[Candidate], most: int, *, each: int = 0) -> list[i
         if taken.get(c.hit, 0) < each:
             taken[c.hit] = taken.get(c.hit, 0) + 1
             picked.append(c)
-    rest = [c for c in ranked if c not in picked]
-    picked += rest[: max(0, most - len(picked))]
+    have = {c.id for c in picked}
+    picked += [c for c in ranked if c.id not in have][: max(0, most - len(picked))]
     return sorted(c.id for c in picked)
 
 

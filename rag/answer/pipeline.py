@@ -298,7 +298,7 @@ class Answerer(IndexTerms):
             # No model call: the synthesis gets a prompt of its own (``_synthesise``).
             # Pinned papers: each paper's best sentence, and more of them, since
             # "what do these two have in common" or "tell me more" needs more
-            # than the two closest sentences (tune q218 q228 q234 q277 q314).
+            # than the two closest sentences.
             most, each = ((s.evidence.evidence_ranker_pinned, 1) if pinned
                           else (s.evidence.evidence_ranker_chosen, 0))
             raw = json.dumps({"ids": ranker_choice(cands, most, each=each)})
