@@ -170,9 +170,25 @@ def values(text: str) -> set[float]:
     return out
 
 
+# A formula states a value as surely as digits do: a bound or rate written in
+# math ("$\tilde{O}(\sqrt{eH^5N})$", "O(1/T)"). An inline span counts when it has
+# structure (a bracket, power, root or fraction); a lone symbol ("$N$") or a
+# subscripted name ("$\mathcal{W}_2$") does not.
+_MATH_SPAN = re.compile(r"\$([^$]{2,200})\$")
+_FORMULA_MARK = re.compile(r"[()^]|\\sqrt|\\frac|\\log")
+_BIG_O = re.compile(r"(?<![\w\\])[O\u0398\u03a9]\([^()]{1,60}\)")
+
+
+def formulas(text: str) -> set[str]:
+    """The formulas a text states, whitespace-free, as written."""
+    found = {m.group(1) for m in _MATH_SPAN.finditer(text) if _FORMULA_MARK.search(m.group(1))}
+    found |= {m.group(0) for m in _BIG_O.finditer(_MATH_SPAN.sub(" ", text))}
+    return {re.sub(r"\s+", "", f) for f in found}
+
+
 def has_value(text: str) -> bool:
-    """Whether a text states a number (digits or a number word)."""
-    return bool(NUMBER.search(unlatex(text)) or _NUMBER_WORD.search(text))
+    """Whether a text states a number (digits, a number word or a formula)."""
+    return bool(NUMBER.search(unlatex(text)) or _NUMBER_WORD.search(text) or formulas(text))
 
 
 # Number words ("one" is left out: "one of the…" states no value). Teens and

@@ -518,6 +518,30 @@ def test_value_not_stated_still_fires_on_vague_or_ordinal_wording(sentence):
     assert value_not_stated("How much does the method improve on the baseline?", c, c)[1].fired
 
 
+@pytest.mark.parametrize("sentence, fired", [
+    (r"We achieve a regret bound of $\tilde{\mathcal{O}}(\sqrt{eH^5N})$ that scales well.", False),
+    ("The method converges at an O(1/T) rate.", False),
+    # A lone symbol or a subscripted name is no value.
+    (r"Here, $N$ is the number of trajectories and $\mathcal{W}_2$ the distance.", True),
+])
+def test_value_not_stated_reads_a_formula_as_a_value(sentence, fired):
+    from rag.answer.evidence import Candidate
+    from rag.answer.rules import value_not_stated
+
+    c = [Candidate(1, 0, sentence, 0.6, 0)]
+    assert value_not_stated("What regret bound does the method achieve?", c, c)[1].fired is fired
+
+
+def test_formulas_keep_structured_math_only():
+    from rag.text import formulas, has_value
+
+    assert formulas(r"a bound of $\tilde{O}(\sqrt{eH^5N})$") == {r"\tilde{O}(\sqrt{eH^5N})"}
+    assert formulas("at an O(1 / T) rate") == {"O(1/T)"}
+    assert formulas(r"$N$ and $\mathcal{W}_2$ and $2\times$") == set()
+    assert formulas("OURS (O) wins") == set()
+    assert has_value(r"a bound of $\sqrt{eH^5N}$") and not has_value("a tight bound")
+
+
 def test_states_count_reads_teens_and_tens():
     from rag.text import states_count, stemmer
 

@@ -38,6 +38,7 @@ from rag.text import (
     NOT_STATED,
     STOP,
     WORD,
+    formulas,
     has_value,
     normalise,
     number_words,
@@ -95,7 +96,7 @@ def off_question_evidence(chosen: list[Candidate], s: Settings) -> tuple[list[Ca
 def value_not_stated(question: str, chosen: list[Candidate],
                      cands: Sequence[Candidate] = ()) -> tuple[list[Candidate], RuleFiring]:
     """A question asking for a value (how many, what accuracy) whose chosen
-    evidence states no number beyond those in the question. Before firing, a
+    evidence states no number or formula beyond those in the question. Before firing, a
     candidate sentence of the chosen papers that states a value and holds the
     question's own terms (at least two of them), or states a count of what a
     "how many X" question counts, replaces the evidence."""
@@ -103,6 +104,7 @@ def value_not_stated(question: str, chosen: list[Candidate],
         return chosen, RuleFiring("value_not_stated", False, "question asks for no value")
     asked = {normalise(x) for x in specifics(question)}
     asked_words, asked_values = number_words(question), values(question)
+    asked_formulas = formulas(question)
 
     stem = stemmer()
     measure = asked_measure(question)
@@ -111,7 +113,8 @@ def value_not_stated(question: str, chosen: list[Candidate],
         vals = {normalise(x) for x in specifics(unlatex(c.text)) if any(ch.isdigit() for ch in x)}
         # "given two quivers" states no value to "when classifying whether two quivers…".
         new = bool(vals - asked or (not vals and (values(c.text) - asked_values
-                                                  or number_words(c.text) - asked_words)))
+                                                  or number_words(c.text) - asked_words))
+                   or formulas(c.text) - asked_formulas)
         # A count of X is stated only where X is named ("how many GPUs" needs "GPUs").
         return new and (not measure or bool(measure & stem.terms(c.text)))
 
