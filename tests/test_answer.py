@@ -1235,3 +1235,18 @@ def test_contrast_prompt_names_every_cited_paper_in_order():
     assert form.index("Alpha") < form.index("Beta") < form.index("Gamma")
     assert "each of Alpha, Beta, Gamma" in three
     assert re.findall(r"^\[(\d+)\] ", three, re.M) == ["1", "2", "3"]
+
+
+@pytest.mark.parametrize("question, compares", [
+    ("How do MELON and ShieldAgent differ?", True),
+    ("What do both papers have in common?", True),
+    ("Compare DRAGO vs. the policy committee.", True),
+    # A comparison word inside a hyphenated name compares nothing.
+    ("Which extensions does the Difference-in-Differences meta-learner paper provide?", False),
+    ("Which trick from temporal-difference learning inspired the summaries?", False),
+])
+def test_a_comparison_word_inside_a_hyphenated_name_is_not_a_comparison(question, compares):
+    from rag.answer.reading import compares_papers, is_comparative
+
+    assert compares_papers(question, one_named=True) is compares
+    assert is_comparative(question) is compares

@@ -251,9 +251,10 @@ def named_papers(question: str, hits: list[SearchHit], corpus: Sequence[str] = (
     return out
 
 
+# A word inside a hyphenated name ("Difference-in-Differences") compares nothing.
 _COMPARATIVE = re.compile(
-    r"\b(?:compare[sd]?|comparison|contrast\w*|differ\w*|difference\w*|versus|vs\.?|both|"
-    r"each of|the two|similarit\w*|in common)\b", re.IGNORECASE)
+    r"(?<![\w-])(?:compare[sd]?|comparison|contrast\w*|differ\w*|difference\w*|versus|vs\.?|both|"
+    r"each of|the two|similarit\w*|in common)(?![\w-])", re.IGNORECASE)
 
 
 def is_comparative(question: str) -> bool:
@@ -269,8 +270,8 @@ _AGAINST_BASELINE = re.compile(
 # With one paper named, "both", "each of" and "the two" mostly mean two parts
 # of it ("what are the two key components of DRAGO"): only these compare papers.
 _COMPARES = re.compile(
-    r"\b(?:compare[sd]?|comparison|contrast\w*|differ\w*|difference\w*|versus|vs\.?|"
-    r"similarit\w*|in common)\b", re.IGNORECASE)
+    r"(?<![\w-])(?:compare[sd]?|comparison|contrast\w*|differ\w*|difference\w*|versus|vs\.?|"
+    r"similarit\w*|in common)(?![\w-])", re.IGNORECASE)
 
 
 def compares_papers(question: str, one_named: bool = False) -> bool:
