@@ -3,8 +3,8 @@
 Fast and model-free: reads the JSONL file and the bundled abstracts with the
 standard library only, and checks the rules written down in
 ``eval/QUESTIONS.md`` (schema, gold/pinned references, must_include against the
-gold abstracts, follow-up histories, the tune/heldout split: q001-q315 tune, q316+
-heldout with fixed per-type counts).
+gold abstracts, follow-up histories, the tune/heldout split: q481-q605 heldout with
+fixed per-type counts, everything else tune).
 """
 
 from __future__ import annotations
@@ -23,13 +23,14 @@ CORPUS = REPO / "data" / "icml2025"
 TYPES = {"fact", "which", "paraphrase", "compare", "topic", "unanswerable", "followup", "pinned"}
 BASE_KEYS = {"id", "question", "type", "gold", "must_include", "notes", "split"}
 OPTIONAL_KEYS = {"answered_by", "history", "pinned", "answerable"}
-# q001-q120 were used while tuning the engine's rules, and the first held-out split
+# q001-q120 were used while tuning the engine's rules. The first held-out split
 # (q121-q310) was retired into "tune" on 2026-12-02 after its per-question results had
-# been read: q001-q315 are all "tune". The held-out split is exactly q316-q440; questions
-# added after it (q441 on, "which papers" questions for the per-paper fit) are tune.
+# been read, and the second (q316-q440) on 2026-12-06 after five aggregate reports:
+# q001-q480 are all "tune". The held-out split is exactly q481-q605, written on
+# 2026-12-06 without seeing any model output or eval result.
 ORIGINAL_MAX_ID = 120
-TUNE_MAX_ID = 315
-HELDOUT_MAX_ID = 440
+HELDOUT_MIN_ID = 481
+HELDOUT_MAX_ID = 605
 MIN_HELDOUT = 120
 MIN_HELDOUT_PER_TYPE = 8
 COUNT_TOLERANCE = 2
@@ -184,14 +185,15 @@ def test_split_values_and_original_questions_are_tune():
             assert q["split"] == "tune", f"{q['id']} was used for tuning; it cannot be heldout"
 
 
-def test_heldout_is_exactly_the_questions_q316_to_q440():
-    # q001-q315 are tune (q121-q310 were the first heldout, retired on 2026-12-02 because
-    # their per-question results had been read); q316-q440 are heldout; later ones tune.
+def test_heldout_is_exactly_the_questions_q481_to_q605():
+    # q001-q480 are tune (q121-q310 were the first heldout, retired on 2026-12-02 because
+    # their per-question results had been read; q316-q440 the second, retired on 2026-12-06
+    # after five aggregate reports); q481-q605 are heldout; anything else is tune.
     for q in QS:
-        if TUNE_MAX_ID < _num(q) <= HELDOUT_MAX_ID:
-            assert q["split"] == "heldout", f"{q['id']} (q{TUNE_MAX_ID + 1}-q{HELDOUT_MAX_ID}) must be heldout"
+        if HELDOUT_MIN_ID <= _num(q) <= HELDOUT_MAX_ID:
+            assert q["split"] == "heldout", f"{q['id']} (q{HELDOUT_MIN_ID}-q{HELDOUT_MAX_ID}) must be heldout"
         else:
-            assert q["split"] == "tune", f"{q['id']} (outside q{TUNE_MAX_ID + 1}-q{HELDOUT_MAX_ID}) must be tune"
+            assert q["split"] == "tune", f"{q['id']} (outside q{HELDOUT_MIN_ID}-q{HELDOUT_MAX_ID}) must be tune"
     assert len(_heldout()) >= MIN_HELDOUT, len(_heldout())
 
 
