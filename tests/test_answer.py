@@ -1250,3 +1250,31 @@ def test_a_comparison_word_inside_a_hyphenated_name_is_not_a_comparison(question
 
     assert compares_papers(question, one_named=True) is compares
     assert is_comparative(question) is compares
+
+
+def test_a_paper_named_by_its_own_name_is_retrieved_wherever_the_search_ranks_it(fake_engine):
+    # With room for one paper, the search keeps one of the two named papers; the
+    # other is found by its own name in the catalog and joins the hits.
+    either = lambda sents: [i for i, t in sents.items()  # noqa: E731
+                            if "MELON" in t or "ShieldAgent" in t][:4]
+    eng = fake_engine(llm=ScriptedLLM(either, "They differ."), evidence_floor=0.0)
+    q = "MELON and ShieldAgent both protect LLM agents. What does each check?"
+    plain = eng.answerer._hits(q, pinned=[], include=[], k=1, filters=None)
+    assert len(plain) == 1  # the search alone holds one of them
+    a = eng.ask(q, k=1)
+    names = {h.paper.name for h in a.retrieved}
+    assert {"MELON", "ShieldAgent"} <= names, names
+    rule = next(r for r in a.rules if r.name == "named_in_catalog")
+    assert rule.fired and set(rule.data["names"]) == {"MELON", "ShieldAgent"}
+    assert len(rule.data["included"]) == 2
+    assert "named_papers_only" in rules_fired(a)
+
+
+def test_a_word_inside_a_descriptive_title_names_no_paper_in_the_catalog(fake_engine):
+    eng = fake_engine(llm=ScriptedLLM(pick("CLIP"), "Nothing."))
+    backdoor = next(p for p in eng.retriever.snapshot().papers.values()
+                    if p.title.startswith("A Closer Look at Backdoor Attacks on CLIP"))
+    assert "CLIP" in backdoor.name  # its name is its whole title
+    assert backdoor.paper_id not in {pid for v in eng.answerer._catalog_named(
+        "Which CLIP variant does LEMoN use?").values() for pid in v}
+    assert eng.answerer._catalog_named("What does LEMoN detect?").keys() == {"LEMoN"}

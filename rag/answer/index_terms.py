@@ -1,8 +1,8 @@
 """What the indexed corpus says about a question's words and names, read
 from the retriever's current snapshot and cached per snapshot: the papers a
-question names, whether a name is a field's common term, stemmed terms as the
-BM25 index reads them, how much of a question's IDF a sentence holds, and
-whether a term is distinctive.
+question names (among the hits or anywhere in the index), whether a name is
+a field's common term, stemmed terms as the BM25 index reads them, how much
+of a question's IDF a sentence holds, and whether a term is distinctive.
 
 ``IndexTerms`` is a base of ``rag.answer.pipeline.Answerer`` (which passes these to
 the rules and to ``rag.answer.verify``); it needs ``self.retriever`` and
@@ -44,6 +44,25 @@ class IndexTerms:
                                              self.settings.evidence.generic_name_papers)
             self._named_last = last
         return last[1]
+
+    def _catalog_named(self, q: str) -> dict[str, list[str]]:
+        """Papers anywhere in the index that the question names: a name that is
+        the whole of one or two papers' own names (``reading.own_names``; a
+        word inside a descriptive title, "CLIP" in "A Closer Look at Backdoor
+        Attacks on CLIP", does not count here): name -> paper ids. A paper
+        named by its short name is that paper even when the search ranks it
+        below the hits."""
+        papers = self.retriever.snapshot().papers
+        out: dict[str, list[str]] = {}
+        for name, pat in reading.question_names(q, self._corpus_texts(),
+                                                self.settings.evidence.generic_name_papers).items():
+            # An own name is written in its title or abstract: a substring test
+            # first, so that only those few papers' names are worked out.
+            ids = [pid for pid, p in papers.items() if (name in p.title or name in p.abstract)
+                   and any(pat.fullmatch(n) for n in reading.own_names(p))]
+            if 1 <= len(ids) <= 2:
+                out[name] = ids
+        return out
 
     def _named_target(self, q: str, hits: list[SearchHit]) -> int | None:
         """The first hit the question names, if any: the paper a decline is about."""

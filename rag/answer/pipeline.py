@@ -123,6 +123,23 @@ class Answerer(IndexTerms):
             h.rank = i
         return hits
 
+    def _named_in_catalog(self, q: str, include: list[str], filters: Filters | None,
+                          trace: list[RuleFiring]) -> list[str]:
+        """Papers the question names by their own name ("CoCoA-Mix and LEMoN…"),
+        wherever the search would rank them, that pass the filters (rule
+        ``named_in_catalog``): the search then includes them, so a named paper
+        below the hits is not replaced by the next-ranked one."""
+        papers = self.retriever.snapshot().papers
+        found = self._catalog_named(q)
+        ids = [pid for v in found.values() for pid in v
+               if pid not in include and self.retriever.paper_ok(papers[pid], filters)]
+        ids = list(dict.fromkeys(ids))
+        trace.append(RuleFiring("named_in_catalog", bool(ids),
+                                ", ".join(f"{n}: {len(v)} paper(s)" for n, v in found.items())
+                                or "the question names no paper",
+                                data={"names": found, "included": ids}))
+        return ids
+
     # --------------------------------------------------------------- answer
     def stream(self, question: str, *, history: History = (), k: int | None = None,
                filters: Filters | None = None) -> Iterator[StreamEvent]:
@@ -137,7 +154,10 @@ class Answerer(IndexTerms):
         trace: list[RuleFiring] = [res.rule] if res and res.rule else []
         pinned = pinned or (res.pinned if res else [])
         yield StreamEvent("status", "Searching the abstracts…")
-        hits = self._hits(interpreted, pinned=pinned, include=res.include if res else [],
+        include = list(res.include) if res else []
+        if not pinned:
+            include += self._named_in_catalog(interpreted, include, filters, trace)
+        hits = self._hits(interpreted, pinned=pinned, include=include,
                           k=k or s.retrieval.top_k, filters=None if pinned else filters)
         timings = Timings(retrieval_ms=round((time.perf_counter() - t0) * 1000, 1))
         answer = Answer(question=question, standalone_question=interpreted, text="",

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from rag.config_sections import EvidenceSettings
 from rag.labels import WORDS, system_name
 from rag.text import NAME, specifics, stemmer
-from rag.types import SearchHit
+from rag.types import Paper, SearchHit
 
 # "how many…", "by how much…", "what is the accuracy/number/size…" ask for a
 # value when they open the question or one of its clauses ("a measure of how
@@ -230,22 +230,30 @@ def local_abbreviations(text: str) -> set[str]:
     return out
 
 
+def own_names(paper: Paper) -> tuple[str, ...]:
+    """The names a paper goes by: its title before a colon, its display name
+    and the name its abstract gives its method (MELON, CoCoA-Mix, Speak Easy)."""
+    head = paper.title.split(":", 1)[0] if ":" in paper.title else ""
+    return tuple(n for n in (head, paper.name, system_name(paper.abstract) or "") if n)
+
+
+def question_names(question: str, corpus: Sequence[str] = (),
+                   limit: int = GENERIC_NAME_PAPERS) -> dict[str, re.Pattern[str]]:
+    """Name-like tokens of the question (MELON, MeCo, NS-DPO) that are not a
+    field's common term (found in more than ``limit`` texts of ``corpus``:
+    LLM, GPU), each with the pattern that finds it as a whole name."""
+    return {name: re.compile(rf"(?<![\w-]){re.escape(name)}s?(?![\w-])")
+            for name in {m.group(0) for m in NAME.finditer(question)}
+            if not (corpus and is_generic(name, corpus, limit))}
+
+
 def named_papers(question: str, hits: list[SearchHit], corpus: Sequence[str] = (),
                  limit: int = GENERIC_NAME_PAPERS) -> dict[str, list[int]]:
-    """Names in the question (MELON, MeCo, NS-DPO) that are the own name of
-    one or two retrieved papers: in the title before its colon, or the name
-    the abstract gives its method. A name found in more than
-    ``limit`` texts of ``corpus`` (LLM, GPU) names no paper.
-    name -> hit indices."""
+    """Names in the question that are the own name (``own_names``) of one or
+    two retrieved papers. name -> hit indices."""
     out: dict[str, list[int]] = {}
-    for name in {m.group(0) for m in NAME.finditer(question)}:
-        pat = re.compile(rf"(?<![\w-]){re.escape(name)}s?(?![\w-])")
-        if corpus and is_generic(name, corpus, limit):
-            continue
-        idx = [i for i, h in enumerate(hits)
-               if pat.search(h.paper.title.split(":", 1)[0] if ":" in h.paper.title else "")
-               or pat.search(h.paper.name)
-               or pat.search(system_name(h.paper.abstract) or "")]
+    for name, pat in question_names(question, corpus, limit).items():
+        idx = [i for i, h in enumerate(hits) if any(pat.search(n) for n in own_names(h.paper))]
         if 1 <= len(idx) <= 2:
             out[name] = idx
     return out
