@@ -186,6 +186,17 @@ def formulas(text: str) -> set[str]:
     return {re.sub(r"\s+", "", f) for f in found}
 
 
+# A web address as abstracts give one: "https://github.com/…", "\url{…}",
+# "www.…", "papercopilot.com". arXiv's placeholder "this https URL" is none.
+_LINK = re.compile(r"https?://[^\s}]+|\bwww\.[^\s}]+|\b[\w-]+\.(?:com|org|io|net|ai|edu|dev)\b",
+                   re.IGNORECASE)
+
+
+def has_link(text: str) -> bool:
+    """Whether a text gives a web address."""
+    return bool(_LINK.search(text))
+
+
 def has_value(text: str) -> bool:
     """Whether a text states a number (digits, a number word or a formula)."""
     return bool(NUMBER.search(unlatex(text)) or _NUMBER_WORD.search(text) or formulas(text))

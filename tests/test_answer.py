@@ -1278,3 +1278,39 @@ def test_a_word_inside_a_descriptive_title_names_no_paper_in_the_catalog(fake_en
     assert backdoor.paper_id not in {pid for v in eng.answerer._catalog_named(
         "Which CLIP variant does LEMoN use?").values() for pid in v}
     assert eng.answerer._catalog_named("What does LEMoN detect?").keys() == {"LEMoN"}
+
+
+@pytest.mark.parametrize("question, asks", [
+    ("At what URL is the code for the Plugin model hosted?", True),
+    ("Where is the code hosted?", True),
+    ("Where can the dataset be downloaded?", True),
+    ("What is the link to the code?", True),
+    # A URL as a topic, or "where" as a relative word, asks for no address.
+    ("Which papers detect phishing URLs?", False),
+    ("Which paper addresses knowledge graph completion or link prediction?", False),
+    ("Which papers study settings where only little labelled data is available?", False),
+])
+def test_asks_link_reads_questions_asking_for_a_web_address(question, asks):
+    from rag.answer.reading import asks_link
+
+    assert asks_link(question) is asks
+
+
+def test_value_not_stated_needs_a_web_address_for_a_url_question():
+    from rag.answer.evidence import Candidate
+    from rag.answer.rules import value_not_stated
+    from rag.text import has_link
+
+    placeholder = [Candidate(1, 0, "We provide our code at this https URL.", 0.6, 0)]
+    given = [Candidate(1, 0, r"The model is available at \url{https://huggingface.co/x/y}.", 0.6, 0)]
+    assert not has_link(placeholder[0].text) and has_link(given[0].text)
+    assert value_not_stated("Where is the code hosted?", placeholder, placeholder)[1].fired
+    assert not value_not_stated("Where is the code hosted?", given, given)[1].fired
+
+
+def test_a_bound_or_complexity_is_a_value_asked_for():
+    from rag.answer.reading import asks_value
+
+    assert asks_value("What is the exact regret bound of the algorithm?")
+    assert asks_value("What is the sample complexity of the method?")
+    assert not asks_value("Which papers prove sample-complexity bounds?")

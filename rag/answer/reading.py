@@ -41,7 +41,7 @@ _VALUE_Q = re.compile(
     r"how (?:many|much|long|large|big|fast|often|far)\b|"
     r"what (?:is |was |are |were )?(?:the |its |their )?(?:[\w-]+ ){0,3}?(?:number|percentage|rate|"
     r"ratio|size|accuracy|score|value|amount|count|speed-?up|improvement|reduction|gain|budget|"
-    r"cost|fraction|proportion)s?" + _MEASURE_ENDS + ")",
+    r"cost|fraction|proportion|bound|complexit(?:y|ie))s?" + _MEASURE_ENDS + ")",
     re.IGNORECASE,
 )
 
@@ -102,6 +102,25 @@ def asked_measure(question: str) -> set[str]:
 _VALUE_REACHED = re.compile(
     r"\bwhat\s+(?:[\w@.-]+\s+){1,4}?(?:does|do|did|can)\s+(?:[\w@.,-]+\s+){1,8}?"
     r"(?:achieve|reach|attain|obtain)\b", re.IGNORECASE)
+
+
+# "At what URL…", "where is the code hosted", "link to the data": the answer is
+# a web address, which a sentence states or not, like a value.
+_LINK_Q = re.compile(
+    r"\b(?:what|which)\s+(?:is\s+the\s+|are\s+the\s+)?(?:[\w-]+\s+){0,2}?(?:url|urls|web address|"
+    r"link)\b(?!\s+prediction)|"
+    r"\b(?:url|link)\s+(?:to|for|of)\s+(?:the\s+|its\s+|their\s+)?(?:code|data|dataset|model|weights|"
+    r"project|repository)\b|"
+    # Asked, not relative: "where is the code hosted", not "settings where data is scarce".
+    r"(?:^|[,;:]\s*|\band\s+)where\s+(?:is|are|can|could|do|does|will|was|were)\b(?:\s+[\w-]+){0,6}?"
+    r"\s+(?:code|data|dataset|model|weights|implementation|checkpoints?|benchmark|project page)s?\b"
+    r"(?:\s+[\w-]+){0,3}?\s+(?:hosted|available|released|found|downloaded|published|located|shared)\b",
+    re.IGNORECASE)
+
+
+def asks_link(question: str) -> bool:
+    """The question asks for a web address (code, data, a project page)."""
+    return bool(_LINK_Q.search(question))
 
 
 def asks_value(question: str) -> bool:

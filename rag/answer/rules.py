@@ -24,6 +24,7 @@ from rag import claims
 from rag.answer.evidence import Candidate
 from rag.answer.reading import (
     asked_measure,
+    asks_link,
     asks_name,
     asks_overview,
     asks_value,
@@ -39,6 +40,7 @@ from rag.text import (
     STOP,
     WORD,
     formulas,
+    has_link,
     has_value,
     normalise,
     number_words,
@@ -95,11 +97,15 @@ def off_question_evidence(chosen: list[Candidate], s: Settings) -> tuple[list[Ca
 
 def value_not_stated(question: str, chosen: list[Candidate],
                      cands: Sequence[Candidate] = ()) -> tuple[list[Candidate], RuleFiring]:
-    """A question asking for a value (how many, what accuracy) whose chosen
-    evidence states no number or formula beyond those in the question. Before firing, a
+    """A question asking for a value (how many, what accuracy, what bound, at
+    what URL) whose chosen evidence states no number or formula beyond those in
+    the question (no web address, for a URL). Before firing, a
     candidate sentence of the chosen papers that states a value and holds the
     question's own terms (at least two of them), or states a count of what a
     "how many X" question counts, replaces the evidence."""
+    if asks_link(question):  # "at what URL…": a web address is the value asked for
+        return _stated_or_replaced("value_not_stated", "a web address", question, chosen, cands,
+                                   lambda c: has_link(c.text), "no chosen sentence gives a web address")
     if not asks_value(question):
         return chosen, RuleFiring("value_not_stated", False, "question asks for no value")
     asked = {normalise(x) for x in specifics(question)}
