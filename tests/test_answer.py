@@ -1314,3 +1314,16 @@ def test_a_bound_or_complexity_is_a_value_asked_for():
     assert asks_value("What is the exact regret bound of the algorithm?")
     assert asks_value("What is the sample complexity of the method?")
     assert not asks_value("Which papers prove sample-complexity bounds?")
+
+
+@pytest.mark.parametrize("question, asks", [
+    ("Which datasets does it use?", True),
+    ("What base model does it fine-tune?", True),
+    # A measure of the artifact asks for a value, not a name.
+    ("What dataset sizes does EmbodiedBench use?", False),
+    ("Which benchmark scores does it report?", False),
+])
+def test_asks_name_leaves_a_measure_of_the_artifact_to_the_value_rules(question, asks):
+    from rag.answer.reading import asks_name
+
+    assert asks_name(question) is asks

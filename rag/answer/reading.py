@@ -152,12 +152,16 @@ def value_clauses(question: str) -> list[set[str]]:
 
 # "Which datasets…", "what base model does it fine-tune", "on which benchmark":
 # the asked thing is an artifact whose members go by proper names (COCO,
-# AgentDojo, Llama-3, MuJoCo). "Which paper…", "what kind of model" ask for no name.
+# AgentDojo, Llama-3, MuJoCo). "Which paper…", "what kind of model" ask for no name,
+# nor does "what dataset sizes" (a value).
 _ASKS_NAME = re.compile(
     r"\b(?:which|what)\s+(?:(?!(?:of|kinds?|sorts?|types?|papers?|works?|stud(?:y|ies)|is|are|was|were|"
     r"the|does|do|did|can|has|have)\b)[\w-]+\s+){0,3}?"
     r"(datasets?|benchmarks?|backbones?|(?:base|pre-?trained|language|foundation)\s+models?|LLMs?|"
-    r"environments?|suites?|simulators?|GPUs?)\b", re.IGNORECASE)
+    r"environments?|suites?|simulators?|GPUs?)\b"
+    # "What dataset sizes", "which benchmark scores": a measure of the artifact, a value.
+    r"(?!\s+(?:sizes?|scales?|numbers?|counts?|accurac(?:y|ies)|scores?|results?|performance)\b)",
+    re.IGNORECASE)
 
 # A capitalised word inside a sentence (not its first word) is a proper name.
 _PROPER = re.compile(r"(?<=[a-z0-9,;:()]\s)[A-Z][a-z]+(?:[-.][A-Za-z0-9]+)*\b")
