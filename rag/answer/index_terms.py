@@ -54,8 +54,9 @@ class IndexTerms:
         below the hits."""
         papers = self.retriever.snapshot().papers
         out: dict[str, list[str]] = {}
-        for name, pat in reading.question_names(q, self._corpus_texts(),
-                                                self.settings.evidence.generic_name_papers).items():
+        for name, pat in reading.question_names(q).items():
+            if self._generic(name):  # a field's common term (LLM, GPU): cached per snapshot
+                continue
             # An own name is written in its title or abstract: a substring test
             # first, so that only those few papers' names are worked out.
             ids = [pid for pid, p in papers.items() if (name in p.title or name in p.abstract)
