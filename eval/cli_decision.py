@@ -85,7 +85,8 @@ def cmd_eval_fit_decision(args: argparse.Namespace) -> int:
     from eval.decision_fit import curve_table, fit_rows, read_rows
     from rag.answer.decision import DECISION_FILE
 
-    data = fit_rows(read_rows([Path(p) for p in args.signals]), seed=args.seed)
+    data = fit_rows(read_rows([Path(p) for p in args.signals]), seed=args.seed,
+                    signed=not args.free_signs, drop=args.drop or ())
     out = Path(args.out) if args.out else DECISION_FILE
     out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     print(f"fit on {data['n']} tune questions ({data['positives']} answerable), C={data['C']}; "
@@ -177,6 +178,9 @@ def register(esub: Any) -> None:
     fd.add_argument("signals", nargs="+", help="JSONL files of `aqa eval signals`")
     fd.add_argument("--out", help="where to write the coefficients (default: rag/answer/decision.json)")
     fd.add_argument("--seed", type=int, default=0, help="cross-validation seed")
+    fd.add_argument("--free-signs", action="store_true",
+                    help="let every coefficient take either sign (default: rag.answer.decision.SIGNS)")
+    fd.add_argument("--drop", action="append", help="leave this signal out of the fit (repeatable)")
     fd.set_defaults(fn=cmd_eval_fit_decision)
 
     fp = esub.add_parser("fit-papers", help="fit the per-paper citation model on tune questions' "

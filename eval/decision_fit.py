@@ -73,10 +73,13 @@ def read_rows(paths: Iterable[Path]) -> list[dict[str, Any]]:
     return list(rows.values())
 
 
-def fit_rows(rows: list[dict[str, Any]], *, seed: int = 0) -> dict[str, Any]:
+def fit_rows(rows: list[dict[str, Any]], *, seed: int = 0, signed: bool = True,
+             drop: Sequence[str] = ()) -> dict[str, Any]:
     """The fitted decision (JSON data) with its out-of-fold AUC, curve and
-    suggested operating point; heldout rows are refused."""
-    from rag.answer.decision import auc, curve, fit
+    suggested operating point; heldout rows are refused. ``signed``: hold each
+    signal to its direction (``rag.answer.decision.SIGNS``); ``drop``: signals
+    left out of the fit (their coefficient is 0)."""
+    from rag.answer.decision import SIGNS, Signals, auc, curve, fit
     from rag.errors import AqaError
 
     if any(r.get("split") == "heldout" for r in rows):
@@ -85,7 +88,9 @@ def fit_rows(rows: list[dict[str, Any]], *, seed: int = 0) -> dict[str, Any]:
     if len({r["answerable"] for r in rows}) < 2:
         raise AqaError("need both answerable and unanswerable questions to fit the decision")
     labels = [int(r["answerable"]) for r in rows]
-    data, oof = fit([r["signals"] for r in rows], labels, seed=seed)
+    names = [n for n in Signals.names() if n not in set(drop)]
+    data, oof = fit([r["signals"] for r in rows], labels, seed=seed, names=names,
+                    signs=SIGNS if signed else None)
     pts = curve(oof, labels)
     ok = [c for c in pts if 1 - c["answered_answerable"] <= MAX_WRONG_DECLINES]
     best = max(ok, key=lambda c: (c["declined_unanswerable"], c["cutoff"])) if ok else pts[0]

@@ -196,6 +196,21 @@ def test_unknown_name_is_a_signal(fake_engine):
     assert a.decision["contributions"]["unknown_name"] < 0
 
 
+def test_retrieval_signals_for_an_absent_topic(fake_engine):
+    # "Zebra" and "Serengeti" are in no abstract: unseen terms, and the top
+    # papers hold little of the question.
+    eng = fake_engine(llm=ScriptedLLM(lambda s: [1], "x"))
+    a = eng.ask("zebra migration patterns in the Serengeti")
+    sig = a.decision["signals"]
+    unseen = eng.answerer._unseen("zebra migration patterns in the Serengeti")
+    assert {"zebra", "serengeti"} <= set(unseen) and sig["unseen"] == min(3, len(unseen))
+    assert sig["best_coverage"] < 1.0  # the unseen terms are not held
+    assert sig["top_margin"] >= 0.0
+    b = eng.ask("How do LLM agents defend against prompt injection?")
+    assert b.decision["signals"]["unseen"] == 0.0
+    assert b.decision["signals"]["best_coverage"] > sig["best_coverage"]
+
+
 def test_rule_value_not_stated(fake_engine):
     # The model picks a sentence about the rules, which states no count.
     eng = fake_engine(llm=ScriptedLLM(pick("verifiable rules"), "ShieldAgent extracts rules."))

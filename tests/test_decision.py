@@ -75,6 +75,44 @@ def test_fit_learns_the_informative_signals_and_reports_its_curve() -> None:
     assert m.p_answer(good) > 0.8 > 0.2 > m.p_answer(bad)
 
 
+def _confounded(n: int, seed: int = 2) -> list[dict]:
+    """Rows where ``uncovered`` is higher on answerable questions (long answerable
+    questions hold more uncovered terms), as it came out on tune."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        y = i % 3 != 0
+        sig = Signals(check_logit=rng.gauss(-1.0 if y else 1.0, 1.0),
+                      uncovered=float(min(3, max(0, round(rng.gauss(2.0 if y else 1.0, 0.8))))))
+        rows.append({"id": f"q{i:03d}", "split": "tune", "answerable": y, "signals": sig.to_dict()})
+    return rows
+
+
+def test_signed_fit_holds_each_signal_to_its_direction() -> None:
+    free = fit_rows(_confounded(300), signed=False)
+    signed = fit_rows(_confounded(300))
+    assert free["coef"]["uncovered"] > 0.1  # the confound, learned freely
+    assert signed["coef"]["uncovered"] == pytest.approx(0.0, abs=1e-6)  # held at "may only lower"
+    assert signed["coef"]["check_logit"] < 0 and signed["signs"]["uncovered"] == -1
+    dropped = fit_rows(_confounded(300), drop=["uncovered"])
+    assert "uncovered" not in dropped["coef"]
+
+
+def test_unsigned_fit_matches_sklearn() -> None:
+    # The hand-written solver has sklearn's objective: the same coefficients.
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    rows = _rows(150)
+    data = fit_rows(rows, signed=False)
+    names = data["signals"]
+    x = np.array([[r["signals"][n] for n in names] for r in rows])
+    z = (x - np.array([data["mean"][n] for n in names])) / np.array([data["scale"][n] for n in names])
+    ref = LogisticRegression(C=data["C"], max_iter=5000).fit(z, [r["answerable"] for r in rows])
+    assert [data["coef"][n] for n in names] == pytest.approx(list(ref.coef_[0]), abs=1e-3)
+    assert data["intercept"] == pytest.approx(float(ref.intercept_[0]), abs=1e-3)
+
+
 def test_fit_refuses_heldout_rows_and_one_class() -> None:
     rows = _rows(30)
     rows[0]["split"] = "heldout"

@@ -33,6 +33,7 @@ from typing import Any, Literal
 DECISION_FILE = Path(__file__).resolve().parent / "decision.json"
 Outcome = Literal["answer", "not_confirmed", "decline"]
 FIT_CS = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)  # L2 strengths tried by cross-validation
+UNCOVERED_CAP = 3  # count signals (uncovered, unseen terms) stop growing here
 LOGIT_CLIP = 6.0  # |logit| of a probability signal is capped: 0.0025..0.9975
 
 
@@ -82,6 +83,9 @@ class Signals(SignalSet):
     top_coverage: float = 0.0  # the same share for the best retrieved paper's whole abstract
     uncovered: float = 0.0  # distinctive question terms held by no chosen sentence nor title (capped at 3)
     ranker_agrees: float = 0.0  # the evidence includes the top retrieved (or named/pinned) paper
+    unseen: float = 0.0  # question terms no indexed chunk holds (not question words; capped at 3)
+    best_coverage: float = 0.0  # best share of the question's terms, unseen ones too, in one of the first few papers
+    top_margin: float = 0.0  # best dense cosine minus that of the few-th retrieved paper
 
 
 @dataclass
@@ -133,35 +137,86 @@ class DecisionModel:
         return Decision(outcome, round(p, 4), s.to_dict(), self.contributions(s), self.name)
 
 
+# The direction each signal may push P(answered), a prior the fit keeps:
+# +1 may only raise it, -1 only lower it; a signal not listed is free (the
+# question's kind, and the check's interaction terms, which correct
+# ``check_logit`` either way). Without it, coverage signals correlated with
+# each other came out with opposite signs, and a question whose top paper
+# held none of its terms gained log-odds of being answered (docs/decision.md).
+SIGNS: dict[str, int] = {
+    "top_cosine": 1, "chosen_cosine": 1, "coverage": 1, "top_coverage": 1, "best_coverage": 1,
+    "ranker_agrees": 1, "top_margin": 1,
+    "unknown_name": -1, "chose_nothing": -1, "named_missing": -1, "value_missing": -1,
+    "name_missing": -1, "check_logit": -1, "uncovered": -1, "unseen": -1,
+}
+
+
+def _logistic(z: Any, y: Any, c: float, signs: list[int]) -> tuple[Any, float]:
+    """L2 logistic regression (sklearn's objective: C * log loss + |w|^2 / 2,
+    intercept unpenalised) with each coefficient held to its sign; hand-written
+    because sklearn's LogisticRegression takes no bounds (scipy's L-BFGS-B does)."""
+    import numpy as np
+    from scipy.optimize import minimize
+
+    n = z.shape[1]
+    yy = 2 * np.asarray(y, dtype=float) - 1
+
+    def loss(w: Any) -> tuple[float, Any]:
+        m = yy * (z @ w[:n] + w[n])
+        ll = np.logaddexp(0, -m)
+        g = -yy / (1 + np.exp(m))  # d ll / d (z w + b)
+        grad = np.append(c * (z.T @ g) + w[:n], c * g.sum())
+        return float(c * ll.sum() + 0.5 * w[:n] @ w[:n]), grad
+
+    bounds = [(0, None) if s > 0 else (None, 0) if s < 0 else (None, None) for s in signs]
+    res = minimize(loss, np.zeros(n + 1), jac=True, method="L-BFGS-B", bounds=[*bounds, (None, None)])
+    return res.x[:n], float(res.x[n])
+
+
 def fit(rows: list[dict[str, float]], labels: list[int], *, folds: int = 5,
-        seed: int = 0, names: list[str] | None = None) -> tuple[dict[str, Any], list[float]]:
-    """Fit the decision on signal rows (tune only): an L2 logistic regression
-    whose strength is chosen by cross-validation. Returns the model as JSON
+        seed: int = 0, names: list[str] | None = None,
+        signs: dict[str, int] | None = None) -> tuple[dict[str, Any], list[float]]:
+    """Fit the decision on signal rows (tune only): an L2 logistic regression,
+    each coefficient held to its sign in ``signs`` (default none held), whose
+    strength is chosen by cross-validated log loss. Returns the model as JSON
     data and each row's out-of-fold P(answered) (for the curve). ``names``:
     the signals to fit (default: the answer decision's ``Signals``; the
     per-paper citation model of ``rag.answer.paper_relevance`` passes its own)."""
     import numpy as np
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.model_selection import StratifiedKFold, cross_val_predict, cross_val_score
+    from sklearn.model_selection import StratifiedKFold
 
     names = names or Signals.names()
+    signs = signs or {}
+    sg = [signs.get(n, 0) for n in names]
     x = np.array([[float(r.get(n, 0.0)) for n in names] for r in rows])
     y = np.array(labels)
     mean, scale = x.mean(axis=0), x.std(axis=0)
     scale[scale == 0] = 1.0
     z = (x - mean) / scale
-    cv = StratifiedKFold(folds, shuffle=True, random_state=seed)
+    splits = list(StratifiedKFold(folds, shuffle=True, random_state=seed).split(z, y))
+
+    def out_of_fold(c: float) -> Any:
+        p = np.zeros(len(y))
+        for tr, te in splits:
+            w, b = _logistic(z[tr], y[tr], c, sg)
+            p[te] = 1 / (1 + np.exp(-(z[te] @ w + b)))
+        return p
+
+    def log_loss(p: Any) -> float:
+        p = np.clip(p, 1e-12, 1 - 1e-12)
+        return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
+
     # The regularisation strength with the best out-of-fold log loss.
-    c = max(FIT_CS, key=lambda c: cross_val_score(LogisticRegression(C=c, max_iter=5000), z, y,
-                                                  cv=cv, scoring="neg_log_loss").mean())
-    model = LogisticRegression(C=c, max_iter=5000)
-    oof = cross_val_predict(model, z, y, cv=cv, method="predict_proba")[:, 1]
-    model.fit(z, y)
+    oofs = {c: out_of_fold(c) for c in FIT_CS}
+    c = min(FIT_CS, key=lambda c: log_loss(oofs[c]))
+    oof = oofs[c]
+    coef, intercept = _logistic(z, y, c, sg)
     data = {
-        "name": f"logistic-l2-C{c:g}",
+        "name": f"logistic-l2-C{c:g}" + ("-signed" if any(sg) else ""),
         "signals": names,
-        "coef": {n: round(float(w), 6) for n, w in zip(names, model.coef_[0], strict=True)},
-        "intercept": round(float(model.intercept_[0]), 6),
+        "signs": {n: s for n, s in zip(names, sg, strict=True) if s},
+        "coef": {n: round(float(w), 6) for n, w in zip(names, coef, strict=True)},
+        "intercept": round(float(intercept), 6),
         "mean": {n: round(float(m), 6) for n, m in zip(names, mean, strict=True)},
         "scale": {n: round(float(s), 6) for n, s in zip(names, scale, strict=True)},
         "C": c,

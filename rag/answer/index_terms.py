@@ -99,6 +99,27 @@ class IndexTerms:
             return 0.0
         return sum(self._idf.get(t, 0.0) for t in set(lex.terms(sentence))) / total
 
+    def _held_share(self, question: str, text: str) -> float:
+        """Like ``_lexical_overlap``, but a question term that no indexed chunk
+        holds counts too, at the weight of a term in one chunk: a question about
+        "zebra migration" is not covered by an abstract that holds "migration"."""
+        lex = self.retriever.snapshot().lexical
+        if lex is None:
+            return 0.0
+        rare = math.log(max(2, int(lex.bm25.scores["num_docs"])))  # -log(share of one chunk)
+        weights = {t: (-math.log(lex.share(t)) if lex.share(t) > 0 else rare)
+                   for t in set(lex.terms(question)) if lex.share(t) > 0 or self._distinctive(t)}
+        total = sum(weights.values())
+        return sum(weights.get(t, 0.0) for t in set(lex.terms(text))) / total if total else 0.0
+
+    def _unseen(self, question: str) -> list[str]:
+        """The question's content terms that no indexed chunk holds ("crop" in a
+        question about crop yields over ML papers); none without a BM25 index."""
+        lex = self.retriever.snapshot().lexical
+        if lex is None:
+            return []
+        return sorted(t for t in set(lex.terms(question)) if lex.share(t) == 0 and self._distinctive(t))
+
     def _distinctive(self, term: str) -> bool:
         """A term held by few indexed chunks (not "model", "method", "propose"),
         and no question word ("what", "does")."""

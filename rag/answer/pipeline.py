@@ -37,7 +37,7 @@ import numpy as np
 from rag.answer import reading, rules
 from rag.answer.citations import cite, passages
 from rag.answer.conversation import resolve
-from rag.answer.decision import Decision, DecisionModel, Signals, logit
+from rag.answer.decision import UNCOVERED_CAP, Decision, DecisionModel, Signals, logit
 from rag.answer.declines import Declined, decline, declined_as
 from rag.answer.evidence import (
     Candidate,
@@ -270,6 +270,13 @@ class Answerer(IndexTerms):
         # BM25-only search has no cosine; the fit's mean keeps the signal neutral.
         sig.top_cosine = (max((h.dense_score or 0.0) for h in hits) if s.retrieval.retriever != "bm25"
                           else self.decision_model.mean.get("top_cosine", 0.0))
+        few = hits[: s.evidence.evidence_papers]
+        dense = sorted(((h.dense_score or 0.0) for h in few), reverse=True)
+        sig.top_margin = (dense[0] - dense[-1] if s.retrieval.retriever != "bm25"
+                          else self.decision_model.mean.get("top_margin", 0.0))
+        sig.best_coverage = max(self._held_share(q, h.paper.title + " " + h.paper.abstract)
+                                for h in few)
+        sig.unseen = float(min(UNCOVERED_CAP, len(self._unseen(q))))
         if not pinned:
             r = rules.off_topic(sig.top_cosine, s)
             trace.append(RuleFiring(r.name, r.fired, r.detail, data={"top_cosine": sig.top_cosine}))
@@ -376,7 +383,7 @@ class Answerer(IndexTerms):
         titles = _headings(hits, chosen)
         have = set().union(*(self._terms(c.text) for c in chosen)) | self._terms(titles)
         uncovered = sorted(t for t in self._terms(q) if t not in have and self._distinctive(t))
-        sig.uncovered = float(min(3, len(uncovered)))
+        sig.uncovered = float(min(UNCOVERED_CAP, len(uncovered)))
         sig.coverage = self._lexical_overlap(q, " ".join(c.text for c in chosen) + " " + titles)
         sig.ranker_agrees = float(any(c.hit == 0 for c in chosen))
         return chosen, messages, raw
