@@ -85,8 +85,9 @@ def cmd_eval_fit_decision(args: argparse.Namespace) -> int:
     from eval.decision_fit import curve_table, fit_rows, read_rows
     from rag.answer.decision import DECISION_FILE
 
+    _, qs = _questions(args)
     data = fit_rows(read_rows([Path(p) for p in args.signals]), seed=args.seed,
-                    signed=not args.free_signs, drop=args.drop or ())
+                    signed=not args.free_signs, drop=args.drop or (), questions=qs)
     out = Path(args.out) if args.out else DECISION_FILE
     out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     print(f"fit on {data['n']} tune questions ({data['positives']} answerable), C={data['C']}; "
@@ -181,6 +182,8 @@ def register(esub: Any) -> None:
     fd.add_argument("--free-signs", action="store_true",
                     help="let every coefficient take either sign (default: rag.answer.decision.SIGNS)")
     fd.add_argument("--drop", action="append", help="leave this signal out of the fit (repeatable)")
+    fd.add_argument("--set", help="question set the rows come from, to weigh a sample by "
+                    "stratum (default: eval/questions.jsonl)")
     fd.set_defaults(fn=cmd_eval_fit_decision)
 
     fp = esub.add_parser("fit-papers", help="fit the per-paper citation model on tune questions' "

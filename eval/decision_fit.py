@@ -73,12 +73,26 @@ def read_rows(paths: Iterable[Path]) -> list[dict[str, Any]]:
     return list(rows.values())
 
 
+def stratum_weights(rows: list[dict[str, Any]], questions: Sequence[Any]) -> list[float]:
+    """Each row's weight when the rows are a sample of ``questions``' tune
+    split: the tune questions of its stratum (type, answerable as the set says)
+    over the rows of that stratum. All 1 when every tune question has a row."""
+    from collections import Counter
+
+    key = {q.id: (q.type, bool(q.answerable)) for q in questions
+           if getattr(q, "split", "tune") == "tune"}
+    pop = Counter(key.values())
+    have = Counter(key.get(r["id"]) for r in rows)
+    return [pop[key[r["id"]]] / have[key[r["id"]]] if r["id"] in key else 1.0 for r in rows]
+
+
 def fit_rows(rows: list[dict[str, Any]], *, seed: int = 0, signed: bool = True,
-             drop: Sequence[str] = ()) -> dict[str, Any]:
+             drop: Sequence[str] = (), questions: Sequence[Any] | None = None) -> dict[str, Any]:
     """The fitted decision (JSON data) with its out-of-fold AUC, curve and
     suggested operating point; heldout rows are refused. ``signed``: hold each
     signal to its direction (``rag.answer.decision.SIGNS``); ``drop``: signals
-    left out of the fit (their coefficient is 0)."""
+    left out of the fit (their coefficient is 0); ``questions``: the question
+    set the rows were sampled from (rows are weighted by ``stratum_weights``)."""
     from rag.answer.decision import SIGNS, Signals, auc, curve, fit
     from rag.errors import AqaError
 
@@ -89,13 +103,15 @@ def fit_rows(rows: list[dict[str, Any]], *, seed: int = 0, signed: bool = True,
         raise AqaError("need both answerable and unanswerable questions to fit the decision")
     labels = [int(r["answerable"]) for r in rows]
     names = [n for n in Signals.names() if n not in set(drop)]
+    weights = stratum_weights(rows, questions) if questions else None
     data, oof = fit([r["signals"] for r in rows], labels, seed=seed, names=names,
-                    signs=SIGNS if signed else None)
-    pts = curve(oof, labels)
+                    signs=SIGNS if signed else None, weights=weights)
+    pts = curve(oof, labels, weights=weights)
     ok = [c for c in pts if 1 - c["answered_answerable"] <= MAX_WRONG_DECLINES]
     best = max(ok, key=lambda c: (c["declined_unanswerable"], c["cutoff"])) if ok else pts[0]
     data.update(oof_auc=round(auc(oof, labels), 4), curve=pts, suggested_answer_at=best["cutoff"],
-                fit_on=sorted(r["id"] for r in rows))
+                fit_on=sorted(r["id"] for r in rows),
+                weighted=bool(weights and any(w != 1.0 for w in weights)))
     return data
 
 

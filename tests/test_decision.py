@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from eval.decision_fit import fit_rows
+from eval.decision_fit import fit_rows, stratum_weights
 from rag.answer.decision import DECISION_FILE, DecisionModel, Signals, auc, curve, logit
 from rag.errors import AqaError
 
@@ -111,6 +111,25 @@ def test_unsigned_fit_matches_sklearn() -> None:
     ref = LogisticRegression(C=data["C"], max_iter=5000).fit(z, [r["answerable"] for r in rows])
     assert [data["coef"][n] for n in names] == pytest.approx(list(ref.coef_[0]), abs=1e-3)
     assert data["intercept"] == pytest.approx(float(ref.intercept_[0]), abs=1e-3)
+
+
+def test_a_sample_of_the_answerable_rows_counts_for_the_rows_it_stands_for() -> None:
+    from types import SimpleNamespace
+
+    rows = _rows(300)
+    qs = [SimpleNamespace(id=r["id"], type="fact" if r["answerable"] else "unanswerable",
+                          answerable=r["answerable"], split="tune") for r in rows]
+    # Every unanswerable row, one answerable row in four.
+    sample = [r for i, r in enumerate(rows) if not r["answerable"] or i % 4 == 1]
+    w = stratum_weights(sample, qs)
+    assert {round(x, 2) for x, r in zip(w, sample, strict=True) if not r["answerable"]} == {1.0}
+    assert sum(x for x, r in zip(w, sample, strict=True) if r["answerable"]) == pytest.approx(200)
+    full = fit_rows(rows, signed=False)
+    weighted = fit_rows(sample, signed=False, questions=qs)
+    plain = fit_rows(sample, signed=False)
+    assert weighted["weighted"] and not plain["weighted"]
+    # The sample's class balance would lower the intercept; its weights restore it.
+    assert abs(weighted["intercept"] - full["intercept"]) < abs(plain["intercept"] - full["intercept"])
 
 
 def test_fit_refuses_heldout_rows_and_one_class() -> None:

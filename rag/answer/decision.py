@@ -151,10 +151,11 @@ SIGNS: dict[str, int] = {
 }
 
 
-def _logistic(z: Any, y: Any, c: float, signs: list[int]) -> tuple[Any, float]:
-    """L2 logistic regression (sklearn's objective: C * log loss + |w|^2 / 2,
-    intercept unpenalised) with each coefficient held to its sign; hand-written
-    because sklearn's LogisticRegression takes no bounds (scipy's L-BFGS-B does)."""
+def _logistic(z: Any, y: Any, c: float, signs: list[int], weight: Any) -> tuple[Any, float]:
+    """L2 logistic regression (sklearn's objective: C * weighted log loss +
+    |w|^2 / 2, intercept unpenalised) with each coefficient held to its sign;
+    hand-written because sklearn's LogisticRegression takes no bounds (scipy's
+    L-BFGS-B does)."""
     import numpy as np
     from scipy.optimize import minimize
 
@@ -163,8 +164,8 @@ def _logistic(z: Any, y: Any, c: float, signs: list[int]) -> tuple[Any, float]:
 
     def loss(w: Any) -> tuple[float, Any]:
         m = yy * (z @ w[:n] + w[n])
-        ll = np.logaddexp(0, -m)
-        g = -yy / (1 + np.exp(m))  # d ll / d (z w + b)
+        ll = weight * np.logaddexp(0, -m)
+        g = -weight * yy / (1 + np.exp(m))  # d ll / d (z w + b)
         grad = np.append(c * (z.T @ g) + w[:n], c * g.sum())
         return float(c * ll.sum() + 0.5 * w[:n] @ w[:n]), grad
 
@@ -174,12 +175,14 @@ def _logistic(z: Any, y: Any, c: float, signs: list[int]) -> tuple[Any, float]:
 
 
 def fit(rows: list[dict[str, float]], labels: list[int], *, folds: int = 5,
-        seed: int = 0, names: list[str] | None = None,
-        signs: dict[str, int] | None = None) -> tuple[dict[str, Any], list[float]]:
+        seed: int = 0, names: list[str] | None = None, signs: dict[str, int] | None = None,
+        weights: list[float] | None = None) -> tuple[dict[str, Any], list[float]]:
     """Fit the decision on signal rows (tune only): an L2 logistic regression,
     each coefficient held to its sign in ``signs`` (default none held), whose
     strength is chosen by cross-validated log loss. Returns the model as JSON
-    data and each row's out-of-fold P(answered) (for the curve). ``names``:
+    data and each row's out-of-fold P(answered) (for the curve). ``weights``:
+    each row's weight (rows sampled from a larger set count for the rows they
+    stand for; default 1). ``names``:
     the signals to fit (default: the answer decision's ``Signals``; the
     per-paper citation model of ``rag.answer.paper_relevance`` passes its own)."""
     import numpy as np
@@ -190,7 +193,9 @@ def fit(rows: list[dict[str, float]], labels: list[int], *, folds: int = 5,
     sg = [signs.get(n, 0) for n in names]
     x = np.array([[float(r.get(n, 0.0)) for n in names] for r in rows])
     y = np.array(labels)
-    mean, scale = x.mean(axis=0), x.std(axis=0)
+    wt = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=float)
+    mean = np.average(x, axis=0, weights=wt)
+    scale = np.sqrt(np.average((x - mean) ** 2, axis=0, weights=wt))
     scale[scale == 0] = 1.0
     z = (x - mean) / scale
     splits = list(StratifiedKFold(folds, shuffle=True, random_state=seed).split(z, y))
@@ -198,19 +203,19 @@ def fit(rows: list[dict[str, float]], labels: list[int], *, folds: int = 5,
     def out_of_fold(c: float) -> Any:
         p = np.zeros(len(y))
         for tr, te in splits:
-            w, b = _logistic(z[tr], y[tr], c, sg)
+            w, b = _logistic(z[tr], y[tr], c, sg, wt[tr])
             p[te] = 1 / (1 + np.exp(-(z[te] @ w + b)))
         return p
 
     def log_loss(p: Any) -> float:
         p = np.clip(p, 1e-12, 1 - 1e-12)
-        return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
+        return float(-np.average(y * np.log(p) + (1 - y) * np.log(1 - p), weights=wt))
 
     # The regularisation strength with the best out-of-fold log loss.
     oofs = {c: out_of_fold(c) for c in FIT_CS}
     c = min(FIT_CS, key=lambda c: log_loss(oofs[c]))
     oof = oofs[c]
-    coef, intercept = _logistic(z, y, c, sg)
+    coef, intercept = _logistic(z, y, c, sg, wt)
     data = {
         "name": f"logistic-l2-C{c:g}" + ("-signed" if any(sg) else ""),
         "signals": names,
@@ -226,21 +231,25 @@ def fit(rows: list[dict[str, float]], labels: list[int], *, folds: int = 5,
     return data, [float(p) for p in oof]
 
 
-def curve(p: list[float], labels: list[int], steps: int = 41) -> list[dict[str, float]]:
+def curve(p: list[float], labels: list[int], steps: int = 41,
+          weights: list[float] | None = None) -> list[dict[str, float]]:
     """The risk-coverage curve: per cut-off, the answered share of answerable
     questions, the declined share of unanswerable ones, and the precision of
-    the answered ones (the share that are answerable)."""
-    pos = [pi for pi, y in zip(p, labels, strict=True) if y]
-    neg = [pi for pi, y in zip(p, labels, strict=True) if not y]
+    the answered ones (the share that are answerable); each question counts
+    for its weight (default 1)."""
+    wt = weights or [1.0] * len(p)
+    pos = [(pi, w) for pi, y, w in zip(p, labels, wt, strict=True) if y]
+    neg = [(pi, w) for pi, y, w in zip(p, labels, wt, strict=True) if not y]
+    n_pos, n_neg = sum(w for _, w in pos), sum(w for _, w in neg)
     out = []
     for i in range(steps):
         t = i / (steps - 1)
-        a_pos = sum(pi >= t for pi in pos)
-        a_neg = sum(pi >= t for pi in neg)
+        a_pos = sum(w for pi, w in pos if pi >= t)
+        a_neg = sum(w for pi, w in neg if pi >= t)
         out.append({"cutoff": round(t, 3),
-                    "answered_answerable": round(a_pos / max(1, len(pos)), 3),
-                    "declined_unanswerable": round(1 - a_neg / max(1, len(neg)), 3),
-                    "precision": round(a_pos / max(1, a_pos + a_neg), 3)})
+                    "answered_answerable": round(a_pos / (n_pos or 1), 3),
+                    "declined_unanswerable": round(1 - a_neg / (n_neg or 1), 3),
+                    "precision": round(a_pos / (a_pos + a_neg or 1), 3)})
     return out
 
 
