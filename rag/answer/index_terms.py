@@ -85,32 +85,25 @@ class IndexTerms:
         lex = self.retriever.snapshot().lexical
         return set(lex.terms(text)) if lex else stemmer().terms(text)
 
-    def _lexical_overlap(self, question: str, sentence: str) -> float:
+    def _lexical_overlap(self, question: str, sentence: str, *, unseen: bool = False) -> float:
         """The IDF-weighted share of the question's indexed terms that the
-        sentence holds (0..1); 0 without a BM25 index."""
+        sentence holds (0..1); 0 without a BM25 index. ``unseen``: a distinctive
+        question term that no indexed chunk holds counts too, at the weight of a
+        term in one chunk (a question about "zebra migration" is not covered by
+        an abstract that holds "migration")."""
         lex = self.retriever.snapshot().lexical
         if lex is None:
             return 0.0
-        if getattr(self, "_idf_for", None) != (lex, question):
-            weights = {t: -math.log(lex.share(t)) for t in set(lex.terms(question)) if lex.share(t) > 0}
-            self._idf_for, self._idf = (lex, question), weights
+        if getattr(self, "_idf_for", None) != (lex, question, unseen):
+            rare = math.log(max(2, int(lex.bm25.scores["num_docs"])))  # -log(share of one chunk)
+            weights = {t: (-math.log(lex.share(t)) if lex.share(t) > 0 else rare)
+                       for t in set(lex.terms(question))
+                       if lex.share(t) > 0 or (unseen and self._distinctive(t))}
+            self._idf_for, self._idf = (lex, question, unseen), weights
         total = sum(self._idf.values())
         if not total:
             return 0.0
         return sum(self._idf.get(t, 0.0) for t in set(lex.terms(sentence))) / total
-
-    def _held_share(self, question: str, text: str) -> float:
-        """Like ``_lexical_overlap``, but a question term that no indexed chunk
-        holds counts too, at the weight of a term in one chunk: a question about
-        "zebra migration" is not covered by an abstract that holds "migration"."""
-        lex = self.retriever.snapshot().lexical
-        if lex is None:
-            return 0.0
-        rare = math.log(max(2, int(lex.bm25.scores["num_docs"])))  # -log(share of one chunk)
-        weights = {t: (-math.log(lex.share(t)) if lex.share(t) > 0 else rare)
-                   for t in set(lex.terms(question)) if lex.share(t) > 0 or self._distinctive(t)}
-        total = sum(weights.values())
-        return sum(weights.get(t, 0.0) for t in set(lex.terms(text))) / total if total else 0.0
 
     def _unseen(self, question: str) -> list[str]:
         """The question's content terms that no indexed chunk holds ("crop" in a

@@ -274,7 +274,7 @@ class Answerer(IndexTerms):
         dense = sorted(((h.dense_score or 0.0) for h in few), reverse=True)
         sig.top_margin = (dense[0] - dense[-1] if s.retrieval.retriever != "bm25"
                           else self.decision_model.mean.get("top_margin", 0.0))
-        sig.best_coverage = max(self._held_share(q, h.paper.title + " " + h.paper.abstract)
+        sig.best_coverage = max(self._lexical_overlap(q, h.paper.title + " " + h.paper.abstract, unseen=True)
                                 for h in few)
         sig.unseen = float(min(UNCOVERED_CAP, len(self._unseen(q))))
         if not pinned:
