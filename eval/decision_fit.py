@@ -41,9 +41,13 @@ def signals_of(engine: Any, q: Any) -> dict[str, Any]:
             if answer.decision is not None or ev.kind == "answer":
                 break
     d = (answer.decision if answer else None) or {}
+    check = next((r.data for r in (answer.rules if answer else []) if r.name == "evidence_check"), {})
     return {"id": q.id, "type": q.type, "split": getattr(q, "split", "tune"),
             "answerable": bool(q.answerable), "outcome": d.get("outcome"),
-            "p_answer": d.get("p_answer"), "signals": d.get("signals")}
+            "p_answer": d.get("p_answer"), "signals": d.get("signals"),
+            # The check's view (question as interpreted, chosen sentences): a
+            # variant of the check can be scored on these rows alone.
+            "checked": {k: check[k] for k in ("question", "quotes") if k in check} or None}
 
 
 def collect(engine: Any, questions: Sequence[Any], out: Path, *, progress: bool = True

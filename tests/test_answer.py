@@ -1342,3 +1342,17 @@ def test_asks_name_leaves_a_measure_of_the_artifact_to_the_value_rules(question,
     from rag.answer.reading import asks_name
 
     assert asks_name(question) is asks
+
+
+def test_signal_row_holds_what_the_check_read(fake_engine):
+    """A collected decision row (``aqa eval signals``) keeps the check's view,
+    the question as checked and the chosen sentences, so that a variant of the
+    check can be scored on the rows without rerunning the choice."""
+    from eval.dataset import Question
+    from eval.decision_fit import signals_of
+
+    eng = fake_engine(llm=ScriptedLLM(pick("11.3%"), "never written", verdict="no"))
+    q = Question(id="t1", question=SHIELD_Q, type="fact")
+    row = signals_of(eng, q)
+    assert row["signals"]["check_logit"] > 5 and row["outcome"] == "decline"
+    assert row["checked"]["question"] == SHIELD_Q and "11.3%" in row["checked"]["quotes"]

@@ -409,8 +409,11 @@ class Answerer(IndexTerms):
         if not self._check_runs():
             return
         p_no = self._p_not_answering(q, chosen, hits)
+        # What the check read is traced too, so that a variant of the check can
+        # be scored on collected signal rows without rerunning the choice.
         trace.append(RuleFiring("evidence_check", False, "no verdict" if p_no is None
-                                else f"P(not answered) {p_no:.2f}", data={"p_no": p_no}))
+                                else f"P(not answered) {p_no:.2f}",
+                                data={"p_no": p_no, "question": q, "quotes": quoted(chosen, hits)}))
         if p_no is None:
             return
         sig.check_logit = logit(p_no)
