@@ -3,7 +3,7 @@
 Fast and model-free: reads the JSONL file and the bundled abstracts with the
 standard library only, and checks the rules written down in
 ``eval/QUESTIONS.md`` (schema, gold/pinned references, must_include against the
-gold abstracts, follow-up histories, the tune/heldout split: q481-q605 heldout with
+gold abstracts, follow-up histories, the tune/heldout split: q606-q730 heldout with
 fixed per-type counts, everything else tune).
 """
 
@@ -25,12 +25,13 @@ BASE_KEYS = {"id", "question", "type", "gold", "must_include", "notes", "split"}
 OPTIONAL_KEYS = {"answered_by", "history", "pinned", "answerable"}
 # q001-q120 were used while tuning the engine's rules. The first held-out split
 # (q121-q310) was retired into "tune" on 2026-12-02 after its per-question results had
-# been read, and the second (q316-q440) on 2026-12-06 after five aggregate reports:
-# q001-q480 are all "tune". The held-out split is exactly q481-q605, written on
-# 2026-12-06 without seeing any model output or eval result.
+# been read, the second (q316-q440) on 2026-12-06 after five aggregate reports, and the
+# third (q481-q605) on 2026-12-06 after two aggregate reports: q001-q605 are all "tune".
+# The held-out split is exactly q606-q730, written on 2026-12-06 without seeing any
+# model output or eval result.
 ORIGINAL_MAX_ID = 120
-HELDOUT_MIN_ID = 481
-HELDOUT_MAX_ID = 605
+HELDOUT_MIN_ID = 606
+HELDOUT_MAX_ID = 730
 MIN_HELDOUT = 120
 MIN_HELDOUT_PER_TYPE = 8
 COUNT_TOLERANCE = 2
@@ -185,10 +186,11 @@ def test_split_values_and_original_questions_are_tune():
             assert q["split"] == "tune", f"{q['id']} was used for tuning; it cannot be heldout"
 
 
-def test_heldout_is_exactly_the_questions_q481_to_q605():
-    # q001-q480 are tune (q121-q310 were the first heldout, retired on 2026-12-02 because
+def test_heldout_is_exactly_the_questions_q606_to_q730():
+    # q001-q605 are tune (q121-q310 were the first heldout, retired on 2026-12-02 because
     # their per-question results had been read; q316-q440 the second, retired on 2026-12-06
-    # after five aggregate reports); q481-q605 are heldout; anything else is tune.
+    # after five aggregate reports; q481-q605 the third, retired on 2026-12-06 after two
+    # aggregate reports); q606-q730 are heldout; anything else is tune.
     for q in QS:
         if HELDOUT_MIN_ID <= _num(q) <= HELDOUT_MAX_ID:
             assert q["split"] == "heldout", f"{q['id']} (q{HELDOUT_MIN_ID}-q{HELDOUT_MAX_ID}) must be heldout"
