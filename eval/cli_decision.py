@@ -1,6 +1,7 @@
 """The ``aqa eval`` decision-tuning commands: ``replay`` (the evidence check
 re-scored on recorded choices), ``signals`` (each question's decision
-signals), ``fit-decision`` (the calibrated decision fitted on them, written
+signals), ``rescore-check`` (the check asked again in another wording on
+stored rows), ``fit-decision`` (the calibrated decision fitted on them, written
 to rag/answer/decision.json) and ``fit-papers`` (the per-paper citation model,
 written to rag/answer/paper_relevance.json); their handlers and parsers. Tune questions only:
 heldout ones are skipped or refused.
@@ -73,6 +74,30 @@ def cmd_eval_signals(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval_rescore_check(args: argparse.Namespace) -> int:
+    """The check asked again, in another wording, on signal rows' stored view."""
+    from eval.decision_fit import read_rows, rescore_rows
+    from rag.config import Settings
+    from rag.errors import AqaError
+    from rag.llm import make_llm
+    from rag.prompts import load_prompt
+
+    for part in ("system", "user"):
+        try:
+            load_prompt(f"{args.prompt}_{part}")
+        except FileNotFoundError as e:
+            raise AqaError(f"--prompt {args.prompt}: {e}") from None
+    rows = read_rows([Path(p) for p in args.signals])
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    model = make_llm(Settings(**_overrides(args)))
+    kept, skipped = rescore_rows(model, rows, args.prompt, out)
+    print(f"{len(kept)} rows in {out}" + (f"; {skipped} rows without the check's view skipped "
+                                          "(collect them again with `aqa eval signals`)"
+                                          if skipped else ""))
+    return 0
+
+
 def _print_coefficients(data: dict[str, Any], out: Path) -> None:
     """A fit's standardised coefficients, largest first, and where they went."""
     w = sorted(data["coef"].items(), key=lambda kv: -abs(kv[1]))
@@ -140,7 +165,8 @@ def cmd_eval_fit_papers(args: argparse.Namespace) -> int:
 
 
 def register(esub: Any) -> None:
-    """Add ``replay``, ``signals`` and ``fit-decision`` to the ``aqa eval`` subparsers."""
+    """Add ``replay``, ``signals``, ``rescore-check``, ``fit-decision`` and
+    ``fit-papers`` to the ``aqa eval`` subparsers."""
     rp = esub.add_parser("replay", help="re-score the evidence check on tune runs' recorded "
                          "evidence choices (no choice, no synthesis: ~8 s a question)")
     rp.add_argument("runs", nargs="*", help="run folders of `aqa eval run`")
@@ -173,6 +199,15 @@ def register(esub: Any) -> None:
     sg.add_argument("--extra-corpus", nargs="+", help="distractor corpus paths added to the index")
     _settings_args(sg)
     sg.set_defaults(fn=cmd_eval_signals)
+
+    rs = esub.add_parser("rescore-check", help="ask the check again in another wording on the "
+                         "sentences signal rows' check read (~4 s a row); writes rows to fit on")
+    rs.add_argument("signals", nargs="+", help="JSONL files of `aqa eval signals`")
+    rs.add_argument("--out", required=True, help="JSONL file of rescored rows (appended; resumed)")
+    rs.add_argument("--prompt", default="verdict",
+                    help="prompt pair prompts/NAME_system.txt and NAME_user.txt (default: verdict)")
+    _settings_args(rs)
+    rs.set_defaults(fn=cmd_eval_rescore_check)
 
     fd = esub.add_parser("fit-decision", help="fit the calibrated answer decision on tune "
                          "signal rows; prints the risk-coverage curve, writes rag/answer/decision.json")

@@ -8,6 +8,8 @@ question's label (answerable or not, as the index makes it) and its
 ``rag.answer.decision.Signals``. ``fit_rows`` fits ``rag.answer.decision.fit`` on tune rows
 only, and reports the out-of-fold ROC AUC and the risk-coverage curve from
 which the operating point (settings ``answer.decision_answer_at``) is chosen.
+``rescore_rows`` re-asks only the check, in another wording, on what a row's
+check read (``aqa eval rescore-check``): ~4 s a row instead of ~10-20 s.
 """
 
 from __future__ import annotations
@@ -69,6 +71,41 @@ def collect(engine: Any, questions: Sequence[Any], out: Path, *, progress: bool 
                 print(f"[{i}/{len(todo)}] {q.id} {row['outcome']} p={row['p_answer']} "
                       f"(eta {eta / 60:.0f} min)", file=sys.stderr, flush=True)
     return rows
+
+
+def rescore_rows(model: Any, rows: Sequence[dict[str, Any]], prompt: str, out: Path, *,
+                 progress: bool = True) -> tuple[list[dict[str, Any]], int]:
+    """``rows`` with the check asked again in the wording ``prompts/{prompt}_*``
+    on the quotes each row's check read (its ``checked``), the check's signals
+    replaced; appended to ``out`` as each finishes, rows already there kept
+    (an interrupted rescoring resumes). The row's ``outcome`` and ``p_answer``
+    (the old decision's) are dropped. Returns the rows and how many were
+    skipped for lack of ``checked`` (collect those again with ``signals``)."""
+    from rag.answer.decision import Signals
+    from rag.answer.steps import check_messages, graded_no
+
+    done = {r["id"]: r for r in read_rows([out])} if out.exists() else {}
+    viewed = [r for r in rows if r.get("checked")]
+    kept = [done[r["id"]] for r in viewed if r["id"] in done]
+    todo = [r for r in viewed if r["id"] not in done]
+    t0 = time.perf_counter()
+    with out.open("a", encoding="utf-8") as f:
+        for i, r in enumerate(todo, 1):
+            c = r["checked"]
+            p_no = graded_no(model, check_messages(c["question"], c["quotes"], prompt))
+            sig = Signals(**(r["signals"] or {}))
+            if p_no is not None:
+                sig.set_check(p_no)
+            row = {k: v for k, v in r.items() if k not in ("outcome", "p_answer")}
+            row.update(signals=sig.to_dict(), rescored={"prompt": prompt, "p_no": p_no})
+            kept.append(row)
+            f.write(json.dumps(row) + "\n")
+            f.flush()
+            if progress:
+                eta = (time.perf_counter() - t0) / i * (len(todo) - i)
+                print(f"[{i}/{len(todo)}] {r['id']} P(no) {p_no} (eta {eta / 60:.0f} min)",
+                      file=sys.stderr, flush=True)
+    return kept, len(rows) - len(viewed)
 
 
 def read_rows(paths: Iterable[Path]) -> list[dict[str, Any]]:

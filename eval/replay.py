@@ -69,7 +69,7 @@ def replay(engine: Any, questions: Sequence[Any], choices: dict[str, dict[str, A
     With ``choices`` None the model chooses the evidence live (no run needed;
     ~10 s a question) and every question gets a row; ``ids`` records its choice.
     A variant is a (system, user) prompt pair; the user prompt has the
-    ``{quotes}`` and ``{question}`` fields of ``prompts/check_user.txt``."""
+    ``{quotes}`` and ``{question}`` fields of ``prompts/verdict_user.txt``."""
     from eval.runner import as_indexed, conversation_of
     from rag.answer.evidence import parse_choice
     from rag.answer.steps import VERDICT_PREFIX, Steps
@@ -93,20 +93,20 @@ def replay(engine: Any, questions: Sequence[Any], choices: dict[str, dict[str, A
             raise NotReplayed("a replay holds only the evidence choice")
         return json.dumps({"ids": state["ids"]})
 
-    def check(q: str, quotes: str) -> float | None:
+    def verdict(q: str, quotes: str) -> float | None:
         """The engine's check, and each variant's on the same quotes."""
         for name, (system, user) in variants.items():
             msgs = [{"role": "system", "content": system},
                     {"role": "user", "content": user.format(quotes=quotes, question=q)}]
             probs = graded(msgs, VERDICT_PREFIX, ("yes", "no")) if graded else None
             seen[name] = None if probs is None else probs["no"]
-        seen["p_engine"] = p = own.check(q, quotes)
+        seen["p_engine"] = p = own.verdict(q, quotes)
         return p
 
     def write(messages: list[dict], max_tokens: int, temperature: float) -> Iterator[str]:
         raise NotReplayed("a replay stops before the synthesis")
 
-    ans.steps = Steps(choose=choose, check=check, write=write)  # the engine's own path, these steps
+    ans.steps = Steps(choose=choose, verdict=verdict, check=own.check, write=write)  # the engine's own path, these steps
     rows = []
     for q in questions:
         if q.id not in choices:

@@ -116,23 +116,24 @@ def test_cli_prints_the_answer_once(real_index_dir, tmp_path):
 
 def test_graded_check_separates_answered_from_not(qwen_engine):
     """The local model's option probabilities: a sentence stating the asked
-    value is judged answering, the same sentence for an unstated detail is not,
-    and the generated answer afterwards still streams (the context is restored)."""
-    from rag.prompts import render
+    value is judged answering, the same sentence for an unstated detail is not
+    (by both check wordings: the decision's ``verdict`` and the per-paper
+    ``check``), and the generated answer afterwards still streams (the
+    context is restored)."""
+    from rag.answer.steps import check_messages
 
     llm = qwen_engine.answerer.llm
     quote = ('From the abstract of ShieldAgent: [1] "Experiments show that ShieldAgent outperforms '
              'prior methods by 11.3% on average with a high recall of 90.1%."')
 
-    def p_no(q: str) -> float:
-        msgs = [{"role": "system", "content": render("check_system")},
-                {"role": "user", "content": render("check_user", quotes=quote, question=q)}]
-        probs = llm.option_probabilities(msgs, '{"answer": "', ("yes", "no"))
+    def p_no(q: str, prompt: str) -> float:
+        probs = llm.option_probabilities(check_messages(q, quote, prompt), '{"answer": "', ("yes", "no"))
         assert probs is not None and abs(sum(probs.values()) - 1) < 1e-6
         return probs["no"]
 
-    assert p_no("What recall does ShieldAgent reach?") < 0.5
-    assert p_no("How many GPUs does ShieldAgent need to train?") > 0.5
+    stated, unstated = "What recall does ShieldAgent reach?", "How many GPUs does ShieldAgent need to train?"
+    assert p_no(stated, "check") < 0.5 < p_no(unstated, "check")
+    assert p_no(stated, "verdict") < p_no(unstated, "verdict")
     a = qwen_engine.ask("By how much does ShieldAgent outperform prior methods on average?")
     assert not a.declined and "11.3" in a.text
 

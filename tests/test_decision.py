@@ -141,6 +141,43 @@ def test_fit_refuses_heldout_rows_and_one_class() -> None:
         fit_rows([r for r in _rows(30) if r["answerable"]])
 
 
+class _Grades:
+    """A model that only grades: P(no) by the check's system prompt."""
+
+    def __init__(self, p_no: dict[str, float]) -> None:
+        self.p_no, self.asked = p_no, []
+
+    def option_probabilities(self, messages, prefix, options):
+        self.asked.append(messages)
+        p = self.p_no[messages[0]["content"]]
+        return {"yes": 1 - p, "no": p}
+
+
+def test_rescore_replaces_the_check_signals_and_resumes(tmp_path) -> None:
+    from eval.decision_fit import read_rows, rescore_rows
+    from rag.prompts import render
+
+    view = {"question": "Which recall?", "quotes": '[1] "A recall of 90.1%."'}
+    rows = [{"id": "a", "answerable": True, "outcome": "answer", "p_answer": 0.9, "checked": view,
+             "signals": Signals(pinned=1.0, check_logit=-2.0, check_pinned=-2.0, top_cosine=0.5).to_dict()},
+            {"id": "b", "answerable": False, "checked": view, "signals": Signals().to_dict()},
+            {"id": "c", "answerable": False, "checked": None, "signals": Signals().to_dict()}]
+    model = _Grades({render("verdict_system"): 0.8})
+    out = tmp_path / "rescored.jsonl"
+    kept, skipped = rescore_rows(model, rows[:1], "verdict", out, progress=False)
+    assert skipped == 0 and len(model.asked) == 1
+    # The check's own prompt, filled with what the row's check read.
+    assert view["quotes"] in model.asked[0][1]["content"]
+    sig = kept[0]["signals"]
+    assert sig["check_logit"] == pytest.approx(logit(0.8), abs=1e-4) == sig["check_pinned"]
+    assert sig["check_overview"] == 0.0 and sig["top_cosine"] == 0.5  # the rest kept
+    assert "outcome" not in kept[0] and kept[0]["rescored"] == {"prompt": "verdict", "p_no": 0.8}
+    # Resumed: "a" is not asked again; "c" has no view and is counted, not guessed.
+    kept, skipped = rescore_rows(model, rows, "verdict", out, progress=False)
+    assert [r["id"] for r in kept] == ["a", "b"] and skipped == 1 and len(model.asked) == 2
+    assert [r["id"] for r in read_rows([out])] == ["a", "b"]
+
+
 def test_curve_and_auc() -> None:
     p, y = [0.9, 0.8, 0.3, 0.1], [1, 1, 0, 0]
     assert auc(p, y) == 1.0

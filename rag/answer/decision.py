@@ -87,6 +87,12 @@ class Signals(SignalSet):
     best_coverage: float = 0.0  # best share of the question's terms, unseen ones too, in one of the first few papers
     top_margin: float = 0.0  # best dense cosine minus that of the few-th retrieved paper
 
+    def set_check(self, p_no: float) -> None:
+        """The check's P(not answered), with the terms derived from it."""
+        self.check_logit = logit(p_no)
+        self.check_pinned = self.check_logit * self.pinned
+        self.check_overview = self.check_logit * self.overview
+
 
 @dataclass
 class Decision:

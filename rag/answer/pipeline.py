@@ -400,25 +400,27 @@ class Answerer(IndexTerms):
 
     def _verdict(self, q: str, hits: list[SearchHit], chosen: list[Candidate], sig: Signals,
                  trace: list[RuleFiring]) -> None:
-        """The check: a fresh, short prompt with only the chosen sentences and
-        the question; its P(not answered) is a signal of the decision (for
-        pinned papers and overview questions also as its own term, since the
-        model leans "yes" there and any abstract answers a request for a gist).
+        """The check (the ``verdict`` step): a fresh, short prompt with only the
+        chosen sentences and the question, asking whether they state the
+        specific thing asked (sentences on the same subject that do not are
+        the commonest miss on unanswerable questions); its P(not answered) is
+        a signal of the decision (for pinned papers and overview questions
+        also as its own term, since the model leans "yes" there and any
+        abstract answers a request for a gist).
         The synthesis still continues the evidence conversation (the local
         model restores that prefix from its prompt cache)."""
         if not self._check_runs():
             return
-        p_no = self._p_not_answering(q, chosen, hits)
+        quotes = quoted(chosen, hits)
+        p_no = self.steps.verdict(q, quotes)
         # What the check read is traced too, so that a variant of the check can
         # be scored on collected signal rows without rerunning the choice.
         trace.append(RuleFiring("evidence_check", False, "no verdict" if p_no is None
                                 else f"P(not answered) {p_no:.2f}",
-                                data={"p_no": p_no, "question": q, "quotes": quoted(chosen, hits)}))
+                                data={"p_no": p_no, "question": q, "quotes": quotes}))
         if p_no is None:
             return
-        sig.check_logit = logit(p_no)
-        sig.check_pinned = sig.check_logit * sig.pinned
-        sig.check_overview = sig.check_logit * sig.overview
+        sig.set_check(p_no)
 
     def _p_not_answering(self, q: str, chosen: list[Candidate], hits: list[SearchHit]) -> float | None:
         """The model's probability that the chosen sentences do not answer the
@@ -454,7 +456,7 @@ class Answerer(IndexTerms):
             # The model never read the candidate list: the synthesis continues
             # the check's short conversation (only the chosen sentences, numbered
             # as offered), whose prompt the local model has just read.
-            follow = check_messages(q, quoted(chosen, answer.retrieved)) + [
+            follow = check_messages(q, quoted(chosen, answer.retrieved), "verdict") + [
                 {"role": "assistant", "content": VERDICT_PREFIX + 'yes"}'},
                 {"role": "user", "content": render("synthesis_after_check", example=chosen[0].id)},
             ]
