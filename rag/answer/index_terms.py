@@ -94,16 +94,20 @@ class IndexTerms:
         lex = self.retriever.snapshot().lexical
         if lex is None:
             return 0.0
-        if getattr(self, "_idf_for", None) != (lex, question, unseen):
+        # Both weightings of the question are kept until the question changes
+        # (an answer asks for each several times, alternating).
+        if getattr(self, "_idf_for", None) != (lex, question):
+            self._idf_for, self._idf = (lex, question), {}
+        weights = self._idf.get(unseen)
+        if weights is None:
             rare = math.log(max(2, int(lex.bm25.scores["num_docs"])))  # -log(share of one chunk)
-            weights = {t: (-math.log(lex.share(t)) if lex.share(t) > 0 else rare)
-                       for t in set(lex.terms(question))
-                       if lex.share(t) > 0 or (unseen and self._distinctive(t))}
-            self._idf_for, self._idf = (lex, question, unseen), weights
-        total = sum(self._idf.values())
+            weights = self._idf[unseen] = {
+                t: (-math.log(lex.share(t)) if lex.share(t) > 0 else rare)
+                for t in set(lex.terms(question)) if lex.share(t) > 0 or (unseen and self._distinctive(t))}
+        total = sum(weights.values())
         if not total:
             return 0.0
-        return sum(self._idf.get(t, 0.0) for t in set(lex.terms(sentence))) / total
+        return sum(weights.get(t, 0.0) for t in set(lex.terms(sentence))) / total
 
     def _unseen(self, question: str) -> list[str]:
         """The question's content terms that no indexed chunk holds ("crop" in a
