@@ -245,3 +245,14 @@ def test_broken_sentences_are_never_answers() -> None:
     assert broken_sentence("Additionally, ShieldAgent uses the [1]").fired
     assert not broken_sentence("MELON detects attacks by masking the user prompt [1].").fired
     assert not broken_sentence("It uses AgentDojo and ASB [2].").fired
+
+
+def test_rescore_check_names_a_missing_prompt_in_one_line(tmp_path, capsys) -> None:
+    from eval.cli import main
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"id": "a", "answerable": true, "signals": {}}\n')
+    rc = main(["eval", "rescore-check", str(rows), "--prompt", "no_such", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--prompt no_such" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
