@@ -269,7 +269,7 @@ class AnswerSettings(Section):
         3, "rule evidence_extended: most sentences of a cited abstract added to back one "
         "synthesis claim that gathers numbers or names from several sentences (0: off).")
     decision_answer_at: float = _tuned(
-        0.625, "answer when the calibrated decision's P(answered) reaches this (rag/answer/decision.py; "
+        0.575, "answer when the calibrated decision's P(answered) reaches this (rag/answer/decision.py; "
         "the operating point chosen from the risk-coverage curve in docs/evaluation.md).")
     decision_decline_below: float = _tuned(
         0.3, "below this P(answered) a question is declined outright; between it and "
