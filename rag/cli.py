@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from rag.cli_output import (
     _print_answer,
     _print_comparison,
@@ -26,7 +28,7 @@ from rag.cli_output import (
     _print_hits,
     status_text,
 )
-from rag.config import Settings, load_settings, preset_names, setup_offline_env
+from rag.config import Settings, load_settings, preset_names, settings_error, setup_offline_env
 from rag.errors import AqaError
 from rag.types import Filters
 
@@ -307,6 +309,11 @@ def main(argv: list[str] | None = None, registrars: Sequence[Registrar] | None =
         return int(args.fn(args) or 0)
     except AqaError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except ValidationError as e:
+        if e.title != "Settings":
+            raise
+        print(f"error: {settings_error(e)}", file=sys.stderr)  # from the env, .env or a flag
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -191,6 +191,19 @@ def env_name(name: str, info: FieldInfo) -> str:
     return f"AQA_{name.upper()}"
 
 
+def settings_error(e: Any) -> str:
+    """One line for a pydantic ``ValidationError`` of the settings, naming the
+    env variable of the first bad setting, its value and what is wrong."""
+    errs = e.errors()
+    first = errs[0]
+    name = str(first["loc"][-1]) if first.get("loc") else ""
+    info = SECTIONS[SECTION_OF[name]].model_fields[name] if name in SECTION_OF else None
+    where = env_name(name, info) if info is not None else (f"AQA_{name.upper()}" if name else "settings")
+    msg = first["msg"].removeprefix("Value error, ")
+    more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
+    return f"setting {where}={first.get('input')!r}: {msg}{more}"
+
+
 def _env_value(value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()

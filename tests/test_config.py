@@ -172,3 +172,22 @@ def test_env_example_is_generated_from_the_settings():
     r = subprocess.run([sys.executable, "-m", "rag.config", "--env-example"], cwd=REPO,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout == text, r.stderr
+
+
+@pytest.mark.parametrize("env, named", [("AQA_TOP_K=abc", "AQA_TOP_K='abc'"),
+                                        ("AQA_VERDICT_PROMPT=nope", "nope_system.txt")])
+def test_a_bad_setting_is_one_line_naming_it(monkeypatch, capsys, env, named) -> None:
+    from rag.cli import main
+    from rag.config import get_settings
+
+    k, v = env.split("=")
+    monkeypatch.setenv(k, v)
+    get_settings.cache_clear()
+    try:
+        rc = main(["ask", "What does MELON do?"])
+    finally:
+        get_settings.cache_clear()
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and named in err and k in err and "Traceback" not in err
+    # One line for the error (after the status line saying what was being loaded).
+    assert [ln for ln in err.splitlines() if ln.startswith("error:")] == [err.splitlines()[-1]]
