@@ -204,8 +204,8 @@ def register(esub: Any) -> None:
                          "sentences signal rows' check read (~4 s a row); writes rows to fit on")
     rs.add_argument("signals", nargs="+", help="JSONL files of `aqa eval signals`")
     rs.add_argument("--out", required=True, help="JSONL file of rescored rows (appended; resumed)")
-    rs.add_argument("--prompt", default="verdict",
-                    help="prompt pair prompts/NAME_system.txt and NAME_user.txt (default: verdict)")
+    rs.add_argument("--prompt", default="check_strict",
+                    help="prompt pair prompts/NAME_system.txt and NAME_user.txt (default: check_strict)")
     _settings_args(rs)
     rs.set_defaults(fn=cmd_eval_rescore_check)
 

@@ -69,7 +69,7 @@ def replay(engine: Any, questions: Sequence[Any], choices: dict[str, dict[str, A
     With ``choices`` None the model chooses the evidence live (no run needed;
     ~10 s a question) and every question gets a row; ``ids`` records its choice.
     A variant is a (system, user) prompt pair; the user prompt has the
-    ``{quotes}`` and ``{question}`` fields of ``prompts/verdict_user.txt``."""
+    ``{quotes}`` and ``{question}`` fields of ``prompts/check_user.txt``."""
     from eval.runner import as_indexed, conversation_of
     from rag.answer.evidence import parse_choice
     from rag.answer.steps import VERDICT_PREFIX, Steps

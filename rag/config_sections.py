@@ -205,6 +205,21 @@ class EvidenceSettings(Section):
     evidence_check: bool = _doc(True, "The evidence check: ask the model afresh, with only the "
                                 "chosen sentences in view, whether they answer (its P(no) is a "
                                 "signal of the calibrated decision).")
+    verdict_prompt: str = _doc("check", "The evidence check's wording, prompts/NAME_system.txt "
+                               "and NAME_user.txt (\"check_strict\": whether the sentences state "
+                               "the specific thing asked). The decision's coefficients are fit on "
+                               "one wording: change it only with an AQA_DECISION_FILE fit on it "
+                               "(`aqa eval rescore-check`, `aqa eval fit-decision`).")
+
+    @field_validator("verdict_prompt")
+    @classmethod
+    def _verdict_prompt_exists(cls, v: str) -> str:
+        missing = [f"{v}_{part}.txt" for part in ("system", "user")
+                   if not (PROMPTS_DIR / f"{v}_{part}.txt").is_file()]
+        if missing:
+            raise ValueError(f"no prompt {', '.join(missing)} in {PROMPTS_DIR}")
+        return v
+
     unchosen_paper_threshold: float = _tuned(0.45, "a paper the answer names but the model did "
                                              "not choose joins only if P(its sentence does not "
                                              "answer) is below this.")
@@ -269,7 +284,7 @@ class AnswerSettings(Section):
         3, "rule evidence_extended: most sentences of a cited abstract added to back one "
         "synthesis claim that gathers numbers or names from several sentences (0: off).")
     decision_answer_at: float = _tuned(
-        0.575, "answer when the calibrated decision's P(answered) reaches this (rag/answer/decision.py; "
+        0.625, "answer when the calibrated decision's P(answered) reaches this (rag/answer/decision.py; "
         "the operating point chosen from the risk-coverage curve in docs/evaluation.md).")
     decision_decline_below: float = _tuned(
         0.3, "below this P(answered) a question is declined outright; between it and "

@@ -117,8 +117,8 @@ def test_cli_prints_the_answer_once(real_index_dir, tmp_path):
 def test_graded_check_separates_answered_from_not(qwen_engine):
     """The local model's option probabilities: a sentence stating the asked
     value is judged answering, the same sentence for an unstated detail is not
-    (by both check wordings: the decision's ``verdict`` and the per-paper
-    ``check``), and the generated answer afterwards still streams (the
+    (by the check's wording and, ranked the same way, by the ``check_strict``
+    alternative), and the generated answer afterwards still streams (the
     context is restored)."""
     from rag.answer.steps import check_messages
 
@@ -133,7 +133,7 @@ def test_graded_check_separates_answered_from_not(qwen_engine):
 
     stated, unstated = "What recall does ShieldAgent reach?", "How many GPUs does ShieldAgent need to train?"
     assert p_no(stated, "check") < 0.5 < p_no(unstated, "check")
-    assert p_no(stated, "verdict") < p_no(unstated, "verdict")
+    assert p_no(stated, "check_strict") < p_no(unstated, "check_strict")
     a = qwen_engine.ask("By how much does ShieldAgent outperform prior methods on average?")
     assert not a.declined and "11.3" in a.text
 

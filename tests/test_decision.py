@@ -162,18 +162,18 @@ def test_rescore_replaces_the_check_signals_and_resumes(tmp_path) -> None:
              "signals": Signals(pinned=1.0, check_logit=-2.0, check_pinned=-2.0, top_cosine=0.5).to_dict()},
             {"id": "b", "answerable": False, "checked": view, "signals": Signals().to_dict()},
             {"id": "c", "answerable": False, "checked": None, "signals": Signals().to_dict()}]
-    model = _Grades({render("verdict_system"): 0.8})
+    model = _Grades({render("check_strict_system"): 0.8})
     out = tmp_path / "rescored.jsonl"
-    kept, skipped = rescore_rows(model, rows[:1], "verdict", out, progress=False)
+    kept, skipped = rescore_rows(model, rows[:1], "check_strict", out, progress=False)
     assert skipped == 0 and len(model.asked) == 1
     # The check's own prompt, filled with what the row's check read.
     assert view["quotes"] in model.asked[0][1]["content"]
     sig = kept[0]["signals"]
     assert sig["check_logit"] == pytest.approx(logit(0.8), abs=1e-4) == sig["check_pinned"]
     assert sig["check_overview"] == 0.0 and sig["top_cosine"] == 0.5  # the rest kept
-    assert "outcome" not in kept[0] and kept[0]["rescored"] == {"prompt": "verdict", "p_no": 0.8}
+    assert "outcome" not in kept[0] and kept[0]["rescored"] == {"prompt": "check_strict", "p_no": 0.8}
     # Resumed: "a" is not asked again; "c" has no view and is counted, not guessed.
-    kept, skipped = rescore_rows(model, rows, "verdict", out, progress=False)
+    kept, skipped = rescore_rows(model, rows, "check_strict", out, progress=False)
     assert [r["id"] for r in kept] == ["a", "b"] and skipped == 1 and len(model.asked) == 2
     assert [r["id"] for r in read_rows([out])] == ["a", "b"]
 

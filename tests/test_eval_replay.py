@@ -65,7 +65,7 @@ def test_replay_rescores_the_check_on_the_recorded_evidence(fake_engine):
 
     from rag.prompts import render
 
-    graded = GradedOnly({render("verdict_system"): 0.99, "strict": 0.2})
+    graded = GradedOnly({render("check_system"): 0.99, "strict": 0.2})
     eng = fake_engine(llm=graded)
     q = Question(id="q1", question=SHIELD_Q, type="fact")
     rows = replay(eng, [q, Question(id="q2", question="unrecorded", type="fact")], choices,

@@ -89,8 +89,8 @@ class Answerer(IndexTerms):
         self.settings = settings
         self.retriever = retriever
         self._llm_factory = llm_factory
-        # The model steps (choose, check, write); an eval or a test swaps one here.
-        self.steps: Steps = llm_steps(llm_factory)
+        # The model steps (choose, verdict, check, write); an eval or a test swaps one here.
+        self.steps: Steps = llm_steps(llm_factory, lambda: self.settings.evidence.verdict_prompt)
         self.embedder = embedder
         self.checker = SynthesisChecker(settings, embedder, self._generic, self._p_not_answering_sentences,
                                         terms=self._terms, distinctive=self._distinctive)
@@ -401,10 +401,8 @@ class Answerer(IndexTerms):
     def _verdict(self, q: str, hits: list[SearchHit], chosen: list[Candidate], sig: Signals,
                  trace: list[RuleFiring]) -> None:
         """The check (the ``verdict`` step): a fresh, short prompt with only the
-        chosen sentences and the question, asking whether they state the
-        specific thing asked (sentences on the same subject that do not are
-        the commonest miss on unanswerable questions); its P(not answered) is
-        a signal of the decision (for pinned papers and overview questions
+        chosen sentences and the question, asking whether they answer it; its
+        P(not answered) is a signal of the decision (for pinned papers and overview questions
         also as its own term, since the model leans "yes" there and any
         abstract answers a request for a gist).
         The synthesis still continues the evidence conversation (the local
@@ -456,7 +454,8 @@ class Answerer(IndexTerms):
             # The model never read the candidate list: the synthesis continues
             # the check's short conversation (only the chosen sentences, numbered
             # as offered), whose prompt the local model has just read.
-            follow = check_messages(q, quoted(chosen, answer.retrieved), "verdict") + [
+            follow = check_messages(q, quoted(chosen, answer.retrieved),
+                                    s.evidence.verdict_prompt) + [
                 {"role": "assistant", "content": VERDICT_PREFIX + 'yes"}'},
                 {"role": "user", "content": render("synthesis_after_check", example=chosen[0].id)},
             ]

@@ -5,14 +5,14 @@ makes every decision in code; it asks a model four things only:
 
 - ``choose(messages, schema)``: the evidence choice, a JSON reply under
   ``schema`` (``{"ids": [...]}``);
-- ``verdict(question, quotes)``: P("no": the quoted sentences do not state
-  the specific thing the question asks), the answer decision's check
-  (prompts ``verdict_*``), graded where the backend gives option
-  probabilities (the local model), else 1.0 or 0.0 from its constrained
-  yes/no reply;
-- ``check(question, quotes)``: the same for whether sentences answer the
-  question at all (prompts ``check_*``), for one paper's own sentences (which
-  papers answer a "which papers" question, and the synthesis check);
+- ``verdict(question, quotes)``: P("no": the quoted sentences do not answer
+  the question), the answer decision's check, in the wording of setting
+  ``verdict_prompt`` (default ``check``), graded where the backend gives
+  option probabilities (the local model), else 1.0 or 0.0 from its
+  constrained yes/no reply;
+- ``check(question, quotes)``: the same in prompts ``check_*`` always, for
+  one paper's own sentences (which papers answer a "which papers" question,
+  and the synthesis check), whose own models are fit on that wording;
 - ``write(messages, max_tokens, temperature)``: the streamed synthesis.
 
 ``llm_steps`` makes them from an LLM; an eval (``eval.replay``) or a test
@@ -64,15 +64,17 @@ def graded_no(model: LLM, msgs: Messages) -> float | None:
     return None if verdict is None else float(not verdict)
 
 
-def llm_steps(llm: Callable[[], LLM]) -> Steps:
-    """The steps asked of the LLM that ``llm()`` returns (loaded lazily, once)."""
+def llm_steps(llm: Callable[[], LLM], verdict_prompt: Callable[[], str] = lambda: "check") -> Steps:
+    """The steps asked of the LLM that ``llm()`` returns (loaded lazily, once);
+    the verdict in the wording ``prompts/{verdict_prompt()}_*`` (read per
+    question, so that a settings change applies)."""
 
     def choose(messages: Messages, schema: dict) -> str:
         return "".join(llm().stream_chat(messages, max_tokens=CHOICE_TOKENS, temperature=0.0,
                                          json_schema=schema))
 
     def verdict(question: str, quotes: str) -> float | None:
-        return graded_no(llm(), check_messages(question, quotes, "verdict"))
+        return graded_no(llm(), check_messages(question, quotes, verdict_prompt()))
 
     def check(question: str, quotes: str) -> float | None:
         return graded_no(llm(), check_messages(question, quotes))
