@@ -106,7 +106,8 @@ def replay(engine: Any, questions: Sequence[Any], choices: dict[str, dict[str, A
     def write(messages: list[dict], max_tokens: int, temperature: float) -> Iterator[str]:
         raise NotReplayed("a replay stops before the synthesis")
 
-    ans.steps = Steps(choose=choose, verdict=verdict, check=own.check, write=write)  # the engine's own path, these steps
+    # The engine's own path with these steps (the per-paper check is the engine's).
+    ans.steps = Steps(choose=choose, verdict=verdict, check=own.check, write=write)
     rows = []
     for q in questions:
         if q.id not in choices:

@@ -1153,6 +1153,19 @@ def test_ranker_choice_for_pinned_papers_reads_every_paper():
     assert ranker_choice(cands[:3], 4, each=1) == [1, 2, 3]  # fewer than asked: all
 
 
+def test_the_decisions_check_takes_its_wording_from_the_setting(fake_engine):
+    """AQA_VERDICT_PROMPT: the decision's check (and the trace of what it read)
+    uses the named wording; the per-paper check keeps prompts/check_*."""
+    from rag.prompts import render
+
+    for prompt in ("check", "check_strict"):
+        llm = ScriptedLLM(pick("11.3%"), "ShieldAgent outperforms prior methods by 11.3% [1].")
+        a = fake_engine(llm=llm, verdict_prompt=prompt).ask(SHIELD_Q)
+        checks = [c for c in llm.calls if c["json_schema"] and "answer" in c["json_schema"]["properties"]]
+        assert [c["messages"][0]["content"] for c in checks] == [render(f"{prompt}_system")]
+        assert any(r.name == "evidence_check" for r in a.rules)
+
+
 def test_ranker_chooser_makes_no_choice_call_and_a_short_synthesis(fake_engine):
     """AQA_EVIDENCE_CHOOSER=ranker: the best-ranked candidates are the evidence
     without the choice prompt, and the synthesis continues the check's short

@@ -402,9 +402,9 @@ class Answerer(IndexTerms):
                  trace: list[RuleFiring]) -> None:
         """The check (the ``verdict`` step): a fresh, short prompt with only the
         chosen sentences and the question, asking whether they answer it; its
-        P(not answered) is a signal of the decision (for pinned papers and overview questions
-        also as its own term, since the model leans "yes" there and any
-        abstract answers a request for a gist).
+        P(not answered) is a signal of the decision (for pinned papers and
+        overview questions also as its own term, since the model leans "yes"
+        there and any abstract answers a request for a gist).
         The synthesis still continues the evidence conversation (the local
         model restores that prefix from its prompt cache)."""
         if not self._check_runs():
