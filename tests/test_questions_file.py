@@ -3,7 +3,7 @@
 Fast and model-free: reads the JSONL file and the bundled abstracts with the
 standard library only, and checks the rules written down in
 ``eval/QUESTIONS.md`` (schema, gold/pinned references, must_include against the
-gold abstracts, follow-up histories, the tune/heldout split: q606-q730 heldout with
+gold abstracts, follow-up histories, the tune/heldout split: q731-q855 heldout with
 fixed per-type counts, everything else tune).
 """
 
@@ -25,13 +25,14 @@ BASE_KEYS = {"id", "question", "type", "gold", "must_include", "notes", "split"}
 OPTIONAL_KEYS = {"answered_by", "history", "pinned", "answerable"}
 # q001-q120 were used while tuning the engine's rules. The first held-out split
 # (q121-q310) was retired into "tune" on 2026-12-02 after its per-question results had
-# been read, the second (q316-q440) on 2026-12-06 after five aggregate reports, and the
-# third (q481-q605) on 2026-12-06 after two aggregate reports: q001-q605 are all "tune".
-# The held-out split is exactly q606-q730, written on 2026-12-06 without seeing any
-# model output or eval result.
+# been read, the second (q316-q440) on 2026-12-06 after five aggregate reports, the
+# third (q481-q605) on 2026-12-06 after two aggregate reports, and the fourth
+# (q606-q730) on 2026-12-07 after two aggregate decision-stage reports: q001-q730 are
+# all "tune". The held-out split is exactly q731-q855, written on 2026-12-07 without
+# seeing any model output or eval result.
 ORIGINAL_MAX_ID = 120
-HELDOUT_MIN_ID = 606
-HELDOUT_MAX_ID = 730
+HELDOUT_MIN_ID = 731
+HELDOUT_MAX_ID = 855
 MIN_HELDOUT = 120
 MIN_HELDOUT_PER_TYPE = 8
 COUNT_TOLERANCE = 2
@@ -186,11 +187,12 @@ def test_split_values_and_original_questions_are_tune():
             assert q["split"] == "tune", f"{q['id']} was used for tuning; it cannot be heldout"
 
 
-def test_heldout_is_exactly_the_questions_q606_to_q730():
-    # q001-q605 are tune (q121-q310 were the first heldout, retired on 2026-12-02 because
+def test_heldout_is_exactly_the_questions_q731_to_q855():
+    # q001-q730 are tune (q121-q310 were the first heldout, retired on 2026-12-02 because
     # their per-question results had been read; q316-q440 the second, retired on 2026-12-06
     # after five aggregate reports; q481-q605 the third, retired on 2026-12-06 after two
-    # aggregate reports); q606-q730 are heldout; anything else is tune.
+    # aggregate reports; q606-q730 the fourth, retired on 2026-12-07 after two aggregate
+    # decision-stage reports); q731-q855 are heldout; anything else is tune.
     for q in QS:
         if HELDOUT_MIN_ID <= _num(q) <= HELDOUT_MAX_ID:
             assert q["split"] == "heldout", f"{q['id']} (q{HELDOUT_MIN_ID}-q{HELDOUT_MAX_ID}) must be heldout"
