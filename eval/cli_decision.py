@@ -78,15 +78,12 @@ def cmd_eval_rescore_check(args: argparse.Namespace) -> int:
     """The check asked again, in another wording, on signal rows' stored view."""
     from eval.decision_fit import read_rows, rescore_rows
     from rag.config import Settings
+    from rag.config_sections import prompt_pair_problem
     from rag.errors import AqaError
     from rag.llm import make_llm
-    from rag.prompts import load_prompt
 
-    for part in ("system", "user"):
-        try:
-            load_prompt(f"{args.prompt}_{part}")
-        except FileNotFoundError as e:
-            raise AqaError(f"--prompt {args.prompt}: {e}") from None
+    if problem := prompt_pair_problem(args.prompt):
+        raise AqaError(f"--prompt {args.prompt}: {problem}")
     rows = read_rows([Path(p) for p in args.signals])
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -30,6 +30,15 @@ def _package_data(name: str, repo_dir: Path) -> Path:
 
 
 PROMPTS_DIR = _package_data("_prompts", REPO_ROOT / "prompts")
+
+
+def prompt_pair_problem(name: str) -> str:
+    """Why prompts/NAME_system.txt and NAME_user.txt are not a usable pair, or ""."""
+    missing = [f"{name}_{part}.txt" for part in ("system", "user")
+               if not (PROMPTS_DIR / f"{name}_{part}.txt").is_file()]
+    return f"no prompt {', '.join(missing)} in {PROMPTS_DIR}" if missing else ""
+
+
 BUNDLED_CORPUS = _package_data("_corpus", REPO_ROOT / "data") / "icml2025"
 
 # The canonical names of the bundled local models; old names still accepted.
@@ -214,10 +223,8 @@ class EvidenceSettings(Section):
     @field_validator("verdict_prompt")
     @classmethod
     def _verdict_prompt_exists(cls, v: str) -> str:
-        missing = [f"{v}_{part}.txt" for part in ("system", "user")
-                   if not (PROMPTS_DIR / f"{v}_{part}.txt").is_file()]
-        if missing:
-            raise ValueError(f"no prompt {', '.join(missing)} in {PROMPTS_DIR}")
+        if problem := prompt_pair_problem(v):
+            raise ValueError(problem)
         return v
 
     unchosen_paper_threshold: float = _tuned(0.45, "a paper the answer names but the model did "
