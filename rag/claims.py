@@ -1,4 +1,4 @@
-"""How well evidence backs a claim: the one claim scorer of the answer's
+r"""How well evidence backs a claim: the one claim scorer of the answer's
 synthesis check (``rag.answer.verify``) and Compare's attribution
 (``rag.attribution``).
 
@@ -11,7 +11,8 @@ text it rests on. Two measures, both used by both callers:
 - ``unstated_specifics``: the numbers and names the claim asserts that the
   evidence does not contain. The question is no evidence: a benchmark the
   question names but the abstract does not is a fabrication when a claim
-  pairs it with the paper.
+  pairs it with the paper. Evidence is read as typeset too: its LaTeX
+  (``$\mathcal{W}_2$``) states the name an answer writes as "W2".
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from rag.text import normalise, specifics, stemmer, strip_markers, values
+from rag.text import math_read, normalise, specifics, stemmer, strip_markers, values
 
 LEXICAL_WEIGHT = 0.5  # the rest is the best cosine to one evidence sentence
 
@@ -52,9 +53,11 @@ def unstated_specifics(sentence: str, evidence: Sequence[str],
     """The numbers and names ``sentence`` asserts that ``evidence`` does not
     contain (a number counts as stated when its value is: "3,000" for "3K";
     a field's common term, ``generic(name)``, such as LLM, is no claim)."""
-    known = normalise(" ".join(evidence))
-    known_values = values(" ".join(evidence))
+    joined = " ".join(evidence)
+    known, read = normalise(joined), math_read(joined)
+    known_values = values(joined)
     text, _ = strip_markers(sentence)
     return sorted(x for x in specifics(text) if normalise(x) not in known
+                  and math_read(x) not in read
                   and not (values(x) and values(x) <= known_values)
                   and not (not any(ch.isdigit() for ch in x) and generic(x)))

@@ -149,6 +149,13 @@ def normalise(text: str) -> str:
     return re.sub(r"\s+", "", unlatex(text).lower().replace("\u2009", ""))
 
 
+def math_read(text: str) -> str:
+    r"""``normalise`` of the text as a reader sees its LaTeX, sub- and
+    superscripts flattened: an answer writes "W2-convergence" where the
+    abstract typesets ``$\mathcal{W}_2$-convergence``."""
+    return normalise(clean_latex(text)).replace("_", "").replace("^", "")
+
+
 def specifics(text: str) -> set[str]:
     """Numbers and name-like tokens a claim asserts (single digits are not claims)."""
     found = {m.group(0).strip().rstrip(".,").replace(" ", "") for m in NUMBER.finditer(text)}

@@ -30,3 +30,15 @@ def test_support_parts():
     assert claims.combine(0.5, -0.2) == 0.25  # a negative cosine counts as 0
     # A value stated another way counts as stated.
     assert claims.unstated_specifics("It holds 3K pairs.", ["a dataset with 3,000 pairs"]) == []
+
+
+def test_a_name_the_abstract_typesets_in_latex_is_stated() -> None:
+    # An answer writes "W2-convergence" where the abstract typesets the name in
+    # LaTeX (tune q077: its only synthesis sentence was withdrawn for it); a
+    # name the evidence does not hold in any form still counts as unstated.
+    ev = [r"We present a framework for analyzing $\mathcal{W}_2$-convergence in SGMs."]
+    assert claims.unstated_specifics("It bounds W2-convergence under weak assumptions.", ev) == []
+    assert claims.unstated_specifics("It bounds W3-convergence under weak assumptions.", ev) == [
+        "W3-convergence"]
+    assert claims.unstated_specifics("It reaches 44% on GSM8K.", [r"It reaches 44\% on MATH."]) == [
+        "GSM8K"]
