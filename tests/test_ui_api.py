@@ -85,7 +85,9 @@ def test_concurrent_sessions_keep_separate_histories(server, monkeypatch):
         for q in topics[key]:
             res = result_of(c.submit(q, api_name="/chat").result(timeout=400))
             out.append(res["conversation"])
-            # Each reply answers this session's own question.
+            # Each reply answers this session's own question (a failed turn
+            # carries its error instead: say which, so a failure can be read).
+            assert res["answer"] is not None, f"{key}: {q!r} failed: {res['error']}"
             assert res["answer"]["question"] == q
         return out
 
