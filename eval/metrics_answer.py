@@ -102,9 +102,19 @@ def claimed_specifics(sentence: str) -> set[str]:
     return nums | names
 
 
+# LaTeX as a reader sees it: a command's name off (its argument stays), braces
+# and sub-/superscript marks off, so "$\mathcal{W}_2$-convergence" reads
+# "W2-convergence", the way an answer writes it.
+_LATEX_COMMAND = re.compile(r"\\[A-Za-z]+\s*")
+_LATEX_MARKS = re.compile(r"[{}_^]")
+
+
 def _evidence_text(text: str) -> str:
-    """Evidence as plain text for matching: LaTeX percent and math marks off."""
-    return normalize_text(text.replace("\\%", "%").replace("$", ""))
+    """Evidence as plain text for matching: LaTeX percent and math marks off;
+    the text as typeset and as read (commands, braces, scripts off) both count."""
+    plain = text.replace("\\%", "%").replace("$", "")
+    read = _LATEX_MARKS.sub("", _LATEX_COMMAND.sub("", plain))
+    return normalize_text(plain if read == plain else f"{plain} \n {read}")
 
 
 def fabricated_sentences(answer: Mapping[str, Any]) -> list[dict[str, Any]]:

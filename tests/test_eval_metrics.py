@@ -279,3 +279,14 @@ def test_fabrication_audit_flags_a_benchmark_the_cited_abstract_never_names():
                 {1: "MELON", 2: "ShieldAgent"})
     assert M.fabricated_sentences(b)[0]["missing"] == ["90.1%"]
     assert M.fabrication_rate({**a, "declined": True}) is None
+
+
+def test_fabrication_audit_reads_a_latex_typeset_name_as_written():
+    """An answer writes "W2-convergence" where the abstract typesets
+    ``$\\mathcal{W}_2$-convergence``: stated, not fabricated; a name absent
+    in every form still is."""
+    ev = [(1, "We prove $\\mathcal{W}_2$-convergence under mild conditions.")]
+    ok = _answer([("The paper proves W2-convergence [1].", [1], False)], ev, {1: "Diffusion"})
+    assert M.fabricated_sentences(ok) == []
+    bad = _answer([("The paper proves W3-convergence [1].", [1], False)], ev, {1: "Diffusion"})
+    assert M.fabricated_sentences(bad)[0]["missing"] == ["W3-convergence"]
