@@ -6,6 +6,7 @@ owning the llama.cpp context at a time, and llama.cpp's failures mapped to one
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -22,7 +23,8 @@ log = logging.getLogger(__name__)
 class LocalLLM:
     """A GGUF model run in-process by llama.cpp, using the GGUF's chat template.
 
-    One llama.cpp context is not re-entrant, so one stream owns it at a time.
+    One llama.cpp context is not re-entrant, so one stream owns it at a time,
+    handed over in the order streams asked for it.
     Ownership is released when the stream finishes, fails or is closed (also
     by the garbage collector). A stream left suspended at a token for longer
     than ``AQA_LLM_TIMEOUT`` counts as abandoned: the next user reclaims the
@@ -40,6 +42,7 @@ class LocalLLM:
         self._cond = threading.Condition()
         self._owner: object | None = None
         self._suspended_since: float | None = None  # owner is parked at a yield
+        self._waiting: collections.deque[object] = collections.deque()  # arrival order
         self._formatter: Any = None  # the GGUF's chat template, for option_probabilities
 
     def _fail(self, reason: str) -> LLMError:
@@ -73,22 +76,32 @@ class LocalLLM:
 
     # --- ownership of the one llama.cpp context ---
     def _acquire(self, me: object, cancel: threading.Event | None) -> None:
+        """Take the context, first come first served: each answer is several
+        model calls, and without a queue whoever wakes first wins each
+        release, so one of several concurrent sessions could wait past
+        ``give_up`` while the others took turns."""
         s = self._settings
         stale_after = s.llm.llm_timeout
         give_up = time.monotonic() + max(s.llm.llm_timeout, s.ui.ui_timeout)
         with self._cond:
-            while self._owner is not None:
-                parked = self._suspended_since
-                if parked is not None and time.monotonic() - parked > stale_after:
-                    log.warning("reclaiming the local model from a stream abandoned for %.0f s",
-                                time.monotonic() - parked)
-                    self._owner = None
-                    break
-                if time.monotonic() > give_up:
-                    raise self._fail("it is busy with another request; try again shortly")
-                _check_cancel(cancel)
-                self._cond.wait(0.1)
-            self._owner, self._suspended_since = me, None
+            self._waiting.append(me)
+            try:
+                while self._owner is not None or self._waiting[0] is not me:
+                    parked = self._suspended_since
+                    if (self._owner is not None and parked is not None
+                            and time.monotonic() - parked > stale_after):
+                        log.warning("reclaiming the local model from a stream abandoned "
+                                    "for %.0f s", time.monotonic() - parked)
+                        self._owner = None
+                        continue
+                    if time.monotonic() > give_up:
+                        raise self._fail("it is busy with another request; try again shortly")
+                    _check_cancel(cancel)
+                    self._cond.wait(0.1)
+                self._owner, self._suspended_since = me, None
+            finally:
+                self._waiting.remove(me)
+                self._cond.notify_all()
 
     def _release(self, me: object) -> None:
         with self._cond:

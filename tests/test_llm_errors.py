@@ -420,6 +420,34 @@ def test_local_abandoned_stream_is_reclaimed(tmp_path):
         next(stuck)
 
 
+def test_local_model_is_first_come_first_served(tmp_path):
+    """Concurrent sessions take turns: a session that keeps asking does not
+    take the model again ahead of one that has been waiting."""
+    llm = _local(tmp_path, llm_timeout=30, ui_timeout=30)
+    order: list[str] = []
+
+    def run(name: str, times: int) -> None:
+        for _ in range(times):
+            gen = llm.stream_chat([{"role": "user", "content": "hi"}], max_tokens=5,
+                                  temperature=0)
+            next(gen)
+            order.append(name)
+            list(gen)
+
+    holder = llm.stream_chat([{"role": "user", "content": "hi"}], max_tokens=5, temperature=0)
+    next(holder)
+    eager = threading.Thread(target=run, args=("eager", 5))
+    eager.start()
+    time.sleep(0.3)
+    waiting = threading.Thread(target=run, args=("waiting", 1))
+    waiting.start()
+    time.sleep(0.3)
+    holder.close()
+    eager.join(10)
+    waiting.join(10)
+    assert order.index("waiting") == 1, order
+
+
 def test_local_waiter_honours_cancel(tmp_path):
     llm = _local(tmp_path, llm_timeout=30, ui_timeout=30)
     holder = llm.stream_chat([{"role": "user", "content": "hi"}], max_tokens=5, temperature=0)
