@@ -1280,6 +1280,21 @@ def test_a_comparison_word_inside_a_hyphenated_name_is_not_a_comparison(question
     assert is_comparative(question) is compares
 
 
+@pytest.mark.parametrize("question, compares", [
+    # A second paper described beside the named one, with no comparison word.
+    ("MELON and the guardrail-policy paper both protect agents. What does each rely on?", True),
+    ("The web-agent red-teaming study and ShieldAgent: what does each one target?", True),
+    # The named paper's own parts, or the named paper called "the … paper".
+    ("According to the MELON paper, what does it mask?", False),
+    ("What are the two components of DRAGO, and what does each do?", False),
+    ("How does ShieldAgent build its policies and the verification step?", False),
+])
+def test_one_named_paper_beside_a_described_one_is_a_comparison(question, compares):
+    from rag.answer.reading import compares_papers
+
+    assert compares_papers(question, one_named=True) is compares
+
+
 def test_a_paper_named_by_its_own_name_is_retrieved_wherever_the_search_ranks_it(fake_engine):
     # With room for one paper, the search keeps one of the two named papers; the
     # other is found by its own name in the catalog and joins the hits.

@@ -305,11 +305,22 @@ _COMPARES = re.compile(
     r"similarit\w*|in common)(?![\w-])", re.IGNORECASE)
 
 
+# "FlexTok and the masked-diffusion token-ordering paper", "the ToT study and
+# CoCoA-Mix": a second paper joined to the first by "and", described instead of
+# named. "According to the RecFlow paper" joins nothing.
+_AND_DESCRIBED_PAPER = re.compile(
+    r"\band\s+the\s+(?:[\w-]+\s+){1,5}?(?:paper|study|work|article)\b"
+    r"|\bthe\s+(?:[\w-]+\s+){1,5}?(?:paper|study|work|article)\s+and\b", re.IGNORECASE)
+
+
 def compares_papers(question: str, one_named: bool = False) -> bool:
     """A comparison between papers, not a paper against its own baselines;
-    with ``one_named`` (the question names one paper) only a comparison word counts."""
+    with ``one_named`` (the question names one paper) only a comparison word,
+    or a second paper described beside it ("X and the … paper"), counts."""
     text = _AGAINST_BASELINE.sub(" ", question)
-    return bool(_COMPARES.search(text)) if one_named else is_comparative(text)
+    if one_named:
+        return bool(_COMPARES.search(text) or _AND_DESCRIBED_PAPER.search(text))
+    return is_comparative(text)
 
 
 # "Which papers…", "what works…", "are there studies…", "list the papers that…":
