@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
 
@@ -873,6 +874,8 @@ def test_a_decline_after_the_synthesis_names_the_paper_the_question_names(fake_e
     a = eng.ask(q)
     assert a.declined and a.decline_kind == "missing_detail", a.text
     assert "declined_after_synthesis" in rules_fired(a)
+    # The comparison quoted both papers; the decline judged the model's sentence.
+    assert "each_paper_quoted" in rules_fired(a)
     assert a.text.startswith("The abstract of ShieldAgent does not state this"), a.text
 
 
@@ -1116,13 +1119,14 @@ def test_a_question_term_no_cited_abstract_states_is_withdrawn(fake_engine):
 def test_a_paper_added_by_evidence_extended_names_itself(fake_engine):
     # The sentence cites ShieldAgent only; its MELON half is backed by a MELON
     # sentence that evidence_extended adds. That sentence does not say "MELON",
-    # but the citation now does: the question's "MELON" is no echo.
+    # but the citation now does: the question's "MELON" is no echo. (Not a
+    # comparison, which would quote each paper: rule each_paper_quoted.)
     synth = lambda s: (f"ShieldAgent reaches a recall of 90.1%, while MELON identifies an attack "  # noqa: E731
                        f"if the actions of the original and masked executions are similar "
                        f"{ids_of('90.1%', s)}.")
     eng = fake_engine(llm=ScriptedLLM(pick("90.1%"), synth), evidence_floor=0.0,
                       coverage_max_added=0)
-    a = eng.ask("How do ShieldAgent and MELON differ in how they flag attacks?")
+    a = eng.ask("How do ShieldAgent and MELON flag attacks?")
     assert "evidence_extended" in rules_fired(a)
     assert not a.sentences[0].withdrawn, a.sentences[0].withdrawn_reason
     assert len(a.sentences[0].citations) == 2
@@ -1384,3 +1388,79 @@ def test_signal_row_holds_what_the_check_read(fake_engine):
     row = signals_of(eng, q)
     assert row["signals"]["check_logit"] > 5 and row["outcome"] == "decline"
     assert row["checked"]["question"] == SHIELD_Q and "11.3%" in row["checked"]["quotes"]
+
+
+def test_rule_each_paper_quoted_needs_a_comparison_of_two_papers():
+    from rag.answer.rules import each_paper_quoted
+
+    q = "How do ShieldAgent and MELON differ in what they check?"
+    assert each_paper_quoted(q, ["ShieldAgent", "MELON", "ShieldAgent"]).data["papers"] == [
+        "ShieldAgent", "MELON"]
+    assert not each_paper_quoted(q, ["ShieldAgent", "ShieldAgent"]).fired
+    # With one paper named, "the two" means two parts of it.
+    q = "What are the two key components of DRAGO?"
+    assert not each_paper_quoted(q, ["DRAGO", "MELON"], one_named=True).fired
+    assert each_paper_quoted(q, ["DRAGO", "MELON"]).fired
+
+
+def test_a_comparison_quotes_each_compared_paper_and_asks_only_the_difference(fake_engine):
+    # The model chooses both papers' sentences; asked freely it wrote about one
+    # of them. Each compared paper is quoted under its name, and the model is
+    # asked, with the question, only how they differ.
+    either = lambda sents: [i for i, t in sents.items()  # noqa: E731
+                            if "MELON" in t or "ShieldAgent" in t][:4]
+    llm = ScriptedLLM(either, lambda s: f"ShieldAgent is a guardrail agent {ids_of('ShieldAgent', s)}.")
+    eng = fake_engine(llm=llm, evidence_floor=0.0)
+    ids = by_name(eng)
+    q = "How do ShieldAgent and MELON differ in protecting LLM agents?"
+    a = eng.ask(q)
+    assert not a.declined, a.text
+    assert "each_paper_quoted" in rules_fired(a)
+    shown = [s for s in a.sentences if not s.withdrawn]
+    assert {s.paper_id for s in shown} >= {ids["ShieldAgent"], ids["MELON"]}, a.text
+    for c in a.citations:
+        assert c.quotes and all(x in c.paper.abstract for x in c.quotes)
+    assert "MELON: “" in a.text and "ShieldAgent: “" in a.text, a.text
+    last = llm.calls[-1]["messages"][-1]["content"]
+    assert last.startswith(f"Question: {q}") and "whereas" in last
+    # A question about one paper is written as before.
+    b = eng.ask(SHIELD_Q)
+    assert "each_paper_quoted" not in rules_fired(b)
+
+
+@pytest.mark.parametrize(("question", "common"), [
+    ("What do these two papers have in common?", True),
+    ("Do both evaluate on the same benchmark?", True),
+    ("How do their approaches differ?", False),
+    ("How are they similar, and how do they differ?", False),
+    ("Compare what these two papers say about attention.", False),
+])
+def test_a_comparison_asking_what_papers_share_is_not_asked_as_a_difference(question, common):
+    from rag.answer.evidence import Candidate
+    from rag.answer.listing import contrast_prompt
+    from rag.answer.reading import asks_common
+
+    assert asks_common(question) is common
+    hits = [SimpleNamespace(paper=SimpleNamespace(name=n, title=n, label=None)) for n in ("A", "B")]
+    said = [Candidate(1, 0, "A masks prompts.", 0.5, 0), Candidate(2, 1, "B verifies plans.", 0.5, 0)]
+    prompt = contrast_prompt(said, hits, question=question)
+    assert prompt.startswith(f"Question: {question}")
+    assert ("Both A [n] and B [n]" in prompt) is common and ("whereas" in prompt) is not common
+
+
+def test_a_summary_of_two_pinned_papers_quotes_each(fake_engine):
+    # "Summarize these papers" about two chosen papers: each is quoted under its
+    # name, though the model's own sentence is about one of them.
+    from rag.types import Filters
+
+    llm = ScriptedLLM(pick("MELON"), lambda s: f"MELON is an IPI defense {ids_of('MELON', s)[:3]}.")
+    eng = fake_engine(llm=llm, evidence_floor=0.9)
+    ids = by_name(eng)
+    a = eng.ask("Summarize these papers.", filters=Filters(paper_ids=[ids["MELON"], ids["ShieldAgent"]]))
+    assert not a.declined, a.text
+    fired = [r for r in a.rules if r.name == "each_paper_quoted"]
+    assert fired and fired[0].data["asks"] == "overview", a.rules
+    assert "MELON: “" in a.text and "ShieldAgent: “" in a.text, a.text
+    # One pinned paper is summarised as before.
+    b = eng.ask("Summarize this paper.", filters=Filters(paper_ids=[ids["MELON"]]))
+    assert "each_paper_quoted" not in rules_fired(b)

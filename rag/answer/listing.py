@@ -12,6 +12,14 @@ value, the paper's chosen sentence stating one is quoted too. The model then
 writes only what code cannot: with several papers, one sentence on how they
 differ (prompt ``synthesis_papers_contrast``, or ``…_more`` naming every
 paper when there are three or more), checked like any synthesis sentence.
+
+A question that compares papers ("how do X and Y differ in …") is composed
+the same way (``compared_lines``): each compared paper's chosen sentences
+quoted under its name, then the model's one sentence on how they differ,
+asked with the question (prompt ``synthesis_compare_contrast``, or
+``synthesis_compare_common`` for what they share). Written
+freely, the synthesis covered one of two quoted papers (tune q612) and could
+hand one paper's numbers to the other.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from collections.abc import Sequence
 
 from rag.answer.evidence import Candidate, excerpts
 from rag.answer.paper_relevance import does_what, says_what_it_does
+from rag.answer.reading import asks_common
 from rag.prompts import render
 from rag.text import has_value
 from rag.types import SearchHit
@@ -56,14 +65,37 @@ def quoted_lines(chosen: Sequence[Candidate], hits: Sequence[SearchHit], *, asks
     return lines, quoted
 
 
-def contrast_prompt(said: Sequence[Candidate], hits: Sequence[SearchHit]) -> str:
+def compared_lines(chosen: Sequence[Candidate], hits: Sequence[SearchHit]
+                   ) -> tuple[list[str], list[Candidate]]:
+    """For a comparison: one line per compared paper, in evidence order,
+    quoting every sentence chosen from it (``Name [a][b]: “…”``), and those
+    sentences grouped by paper. What a comparison asks about is in the
+    sentences the model chose for the question, not in what the paper does
+    overall, so none is left out."""
+    lines: list[str] = []
+    quoted: list[Candidate] = []
+    for hit in dict.fromkeys(c.hit for c in chosen):
+        own = sorted((c for c in chosen if c.hit == hit), key=lambda c: c.position)
+        marks = "".join(f"[{c.id}]" for c in own)
+        lines.append(f"{hits[hit].paper.name} {marks}: “{' '.join(c.text for c in own)}”")
+        quoted += own
+    return lines, quoted
+
+
+def contrast_prompt(said: Sequence[Candidate], hits: Sequence[SearchHit],
+                    question: str | None = None) -> str:
     """The prompt for the one sentence on how the cited papers differ, over
     the quoted sentences ``said``: two papers in the form "A does this,
     whereas B does that"; three or more with a clause for each, in order
-    (the two-paper form named only the first and the last)."""
+    (the two-paper form named only the first and the last). With
+    ``question`` (a comparison), the sentence answers it."""
     names = [hits[h].paper.name for h in dict.fromkeys(c.hit for c in said)]
     common = {"excerpts": excerpts(list(said), list(hits)), "example": said[0].id,
               "first": names[0], "second": names[1], "last": names[-1]}
+    if question is not None:
+        # What they share is not said in the form of a difference.
+        name = "synthesis_compare_common" if asks_common(question) else "synthesis_compare_contrast"
+        return render(name, question=question, **common)
     if len(names) < 3:
         return render("synthesis_papers_contrast", **common)
     return render("synthesis_papers_contrast_more", names=", ".join(names), **common)

@@ -39,17 +39,22 @@ class SynthesisChecker:
         self.verdict = verdict  # the evidence check, for a paper the model did not choose
 
     def check(self, answer: Answer, chosen: list[Candidate], text: str, q: str,
-              length_limited: bool = False) -> bool:
+              length_limited: bool = False, written_from: int = 0) -> bool:
         """Attach each synthesis sentence to its evidence and withdraw those
         that assert what the evidence does not. True when the answer must be
         declined after all (rules says_not_stated, all_claims_withdrawn).
         ``length_limited``: the synthesis stopped at its token limit, so an
-        unfinished last sentence is withdrawn (rule cut_off_sentence)."""
+        unfinished last sentence is withdrawn (rule cut_off_sentence).
+        ``written_from``: the first character of ``text`` the model wrote
+        (before it, quotes composed in code); the two decline rules judge only
+        what the model wrote, as quotes neither invent nor say "not stated"."""
         s = self.settings
         by_id = {c.id: c for c in chosen}
         number = {e.text: e.number for e in answer.evidence}
         sents = [t for t in split_sentences(text) if WORD.search(strip_markers(t)[0])]
-        r = rules.says_not_stated(sents)
+        n_quoted = len([t for t in split_sentences(text[:written_from])
+                        if WORD.search(strip_markers(t)[0])])
+        r = rules.says_not_stated(sents[n_quoted:])
         answer.rules.append(r)
         out: list[SentenceSupport] = []
         if sents:
@@ -124,7 +129,7 @@ class SynthesisChecker:
         for c in answer.citations:
             c.score = max((x.support for x in out if c.number in x.citations and not x.withdrawn),
                           default=0.0)
-        gone = rules.all_claims_withdrawn(out)
+        gone = rules.all_claims_withdrawn(out[n_quoted:])
         answer.rules.append(gone)
         if r.fired or gone.fired:
             answer.rules.append(RuleFiring("declined_after_synthesis", True,
