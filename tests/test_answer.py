@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-from types import SimpleNamespace
 
 import pytest
 
@@ -874,7 +873,7 @@ def test_a_decline_after_the_synthesis_names_the_paper_the_question_names(fake_e
     a = eng.ask(q)
     assert a.declined and a.decline_kind == "missing_detail", a.text
     assert "declined_after_synthesis" in rules_fired(a)
-    # The comparison quoted both papers; the decline judged the model's sentence.
+    # The paper the synthesis left out was quoted; the decline judged the model's sentence.
     assert "each_paper_quoted" in rules_fired(a)
     assert a.text.startswith("The abstract of ShieldAgent does not state this"), a.text
 
@@ -1390,62 +1389,48 @@ def test_signal_row_holds_what_the_check_read(fake_engine):
     assert row["checked"]["question"] == SHIELD_Q and "11.3%" in row["checked"]["quotes"]
 
 
-def test_rule_each_paper_quoted_needs_a_comparison_of_two_papers():
+def test_rule_each_paper_quoted_needs_a_comparison_leaving_a_paper_out():
     from rag.answer.rules import each_paper_quoted
 
     q = "How do ShieldAgent and MELON differ in what they check?"
-    assert each_paper_quoted(q, ["ShieldAgent", "MELON", "ShieldAgent"]).data["papers"] == [
-        "ShieldAgent", "MELON"]
-    assert not each_paper_quoted(q, ["ShieldAgent", "ShieldAgent"]).fired
+    papers = ["ShieldAgent", "MELON", "ShieldAgent"]
+    assert each_paper_quoted(q, papers, {"ShieldAgent"}).data["quoted"] == ["MELON"]
+    assert not each_paper_quoted(q, papers, {"ShieldAgent", "MELON"}).fired
+    assert not each_paper_quoted(q, ["ShieldAgent", "ShieldAgent"], set()).fired
     # With one paper named, "the two" means two parts of it.
     q = "What are the two key components of DRAGO?"
-    assert not each_paper_quoted(q, ["DRAGO", "MELON"], one_named=True).fired
-    assert each_paper_quoted(q, ["DRAGO", "MELON"]).fired
+    assert not each_paper_quoted(q, ["DRAGO", "MELON"], {"DRAGO"}, one_named=True).fired
+    assert each_paper_quoted(q, ["DRAGO", "MELON"], {"DRAGO"}).fired
+    # An overview counts only for two or more pinned papers.
+    q = "Summarize these papers."
+    assert each_paper_quoted(q, ["A", "B"], {"A"}, pinned=2).data["asks"] == "overview"
+    assert not each_paper_quoted(q, ["A", "B"], {"A"}).fired
 
 
-def test_a_comparison_quotes_each_compared_paper_and_asks_only_the_difference(fake_engine):
-    # The model chooses both papers' sentences; asked freely it wrote about one
-    # of them. Each compared paper is quoted under its name, and the model is
-    # asked, with the question, only how they differ.
+def test_a_comparison_quotes_a_paper_its_synthesis_leaves_out(fake_engine):
+    # The model chooses both papers' sentences but writes about one of them:
+    # the other is quoted under its name after the synthesis, verbatim.
     either = lambda sents: [i for i, t in sents.items()  # noqa: E731
                             if "MELON" in t or "ShieldAgent" in t][:4]
     llm = ScriptedLLM(either, lambda s: f"ShieldAgent is a guardrail agent {ids_of('ShieldAgent', s)}.")
     eng = fake_engine(llm=llm, evidence_floor=0.0)
     ids = by_name(eng)
-    q = "How do ShieldAgent and MELON differ in protecting LLM agents?"
-    a = eng.ask(q)
+    a = eng.ask("How do ShieldAgent and MELON differ in protecting LLM agents?")
     assert not a.declined, a.text
-    assert "each_paper_quoted" in rules_fired(a)
+    fired = [r for r in a.rules if r.name == "each_paper_quoted" and r.fired]
+    assert fired and fired[0].data["quoted"] == ["MELON"], a.rules
     shown = [s for s in a.sentences if not s.withdrawn]
     assert {s.paper_id for s in shown} >= {ids["ShieldAgent"], ids["MELON"]}, a.text
+    body = a.text.split("\n\n")[0]  # the citations list follows
+    assert body.startswith("ShieldAgent is a guardrail agent") and "MELON: “" in body, a.text
     for c in a.citations:
         assert c.quotes and all(x in c.paper.abstract for x in c.quotes)
-    assert "MELON: “" in a.text and "ShieldAgent: “" in a.text, a.text
-    last = llm.calls[-1]["messages"][-1]["content"]
-    assert last.startswith(f"Question: {q}") and "whereas" in last
-    # A question about one paper is written as before.
-    b = eng.ask(SHIELD_Q)
+    # A synthesis that writes about both papers stands as written.
+    llm.synthesis = lambda s: (f"ShieldAgent is a guardrail agent {ids_of('ShieldAgent', s)}. "
+                               f"MELON is an IPI defense {ids_of('MELON', s)}.")
+    b = eng.ask("How do ShieldAgent and MELON differ in protecting LLM agents?")
     assert "each_paper_quoted" not in rules_fired(b)
-
-
-@pytest.mark.parametrize(("question", "common"), [
-    ("What do these two papers have in common?", True),
-    ("Do both evaluate on the same benchmark?", True),
-    ("How do their approaches differ?", False),
-    ("How are they similar, and how do they differ?", False),
-    ("Compare what these two papers say about attention.", False),
-])
-def test_a_comparison_asking_what_papers_share_is_not_asked_as_a_difference(question, common):
-    from rag.answer.evidence import Candidate
-    from rag.answer.listing import contrast_prompt
-    from rag.answer.reading import asks_common
-
-    assert asks_common(question) is common
-    hits = [SimpleNamespace(paper=SimpleNamespace(name=n, title=n, label=None)) for n in ("A", "B")]
-    said = [Candidate(1, 0, "A masks prompts.", 0.5, 0), Candidate(2, 1, "B verifies plans.", 0.5, 0)]
-    prompt = contrast_prompt(said, hits, question=question)
-    assert prompt.startswith(f"Question: {question}")
-    assert ("Both A [n] and B [n]" in prompt) is common and ("whereas" in prompt) is not common
+    assert "MELON: “" not in b.text.split("\n\n")[0], b.text
 
 
 def test_a_summary_of_two_pinned_papers_quotes_each(fake_engine):
@@ -1460,7 +1445,7 @@ def test_a_summary_of_two_pinned_papers_quotes_each(fake_engine):
     assert not a.declined, a.text
     fired = [r for r in a.rules if r.name == "each_paper_quoted"]
     assert fired and fired[0].data["asks"] == "overview", a.rules
-    assert "MELON: “" in a.text and "ShieldAgent: “" in a.text, a.text
+    assert "ShieldAgent: “" in a.text.split("\n\n")[0], a.text
     # One pinned paper is summarised as before.
     b = eng.ask("Summarize this paper.", filters=Filters(paper_ids=[ids["MELON"]]))
     assert "each_paper_quoted" not in rules_fired(b)

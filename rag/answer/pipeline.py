@@ -436,13 +436,18 @@ class Answerer(IndexTerms):
         return self.settings.evidence.evidence_check
 
     # ------------------------------------------------------------ synthesis
-    def _comparison(self, q: str, chosen: list[Candidate], answer: Answer) -> RuleFiring:
-        """Rule each_paper_quoted for this answer (with one paper named, only
-        a comparison word or a described second paper compares; an overview
-        counts for two or more pinned papers)."""
+    def _left_out(self, q: str, chosen: list[Candidate], answer: Answer, text: str) -> RuleFiring:
+        """Rule each_paper_quoted for this answer's synthesis ``text``: a paper
+        counts as written about when a sentence rests on its evidence (as the
+        check attaches sentences) or names it. With one paper named, only a
+        comparison word or a described second paper compares; an overview
+        counts for two or more pinned papers."""
+        hits = answer.retrieved
+        on = self.checker.papers_written(chosen, text)
+        written = {hits[c.hit].paper.name for c in chosen if c.hit in on or hits[c.hit].paper.name in text}
         one = (not answer.pinned
-               and len({i for v in self._named(q, answer.retrieved).values() for i in v}) == 1)
-        return rules.each_paper_quoted(q, [answer.retrieved[c.hit].paper.name for c in chosen],
+               and len({i for v in self._named(q, hits).values() for i in v}) == 1)
+        return rules.each_paper_quoted(q, [hits[c.hit].paper.name for c in chosen], written,
                                        one_named=one, pinned=len(answer.pinned))
 
     def _synthesise(self, answer: Answer, chosen: list[Candidate], messages: list[dict],
@@ -451,7 +456,6 @@ class Answerer(IndexTerms):
         composed = ""
         follow: list[dict] | None
         listing = any(r.name == "paper_relevance" for r in answer.rules)
-        cmp = None if listing else self._comparison(q, chosen, answer)
         if listing:
             # "Which papers…": each cited paper is quoted in code by what it does
             # (``rag.answer.listing``); the model writes only, with several, how
@@ -461,15 +465,6 @@ class Answerer(IndexTerms):
             follow = None if len(lines) < 2 else [
                 {"role": "system", "content": render("synthesis_papers_system")},
                 {"role": "user", "content": contrast_prompt(said, answer.retrieved)}]
-        elif cmp is not None and cmp.fired:
-            answer.rules.append(cmp)
-            # A comparison, or an overview of chosen papers: each paper quoted in
-            # code by its chosen sentences, the model writing only how they
-            # differ (``rag.answer.listing``).
-            lines, said = compared_lines(chosen, answer.retrieved)
-            composed = "\n".join(lines)
-            follow = [{"role": "system", "content": render("synthesis_papers_system")},
-                      {"role": "user", "content": contrast_prompt(said, answer.retrieved, question=q)}]
         elif chooser == "ranker":
             # The model never read the candidate list: the synthesis continues
             # the check's short conversation (only the chosen sentences, numbered
@@ -500,10 +495,17 @@ class Answerer(IndexTerms):
         # Streamed pieces are tokens: as many as the limit means it cut the text short.
         limited = len(pieces) >= s.answer.synthesis_max_tokens
         text = composed + ("\n" if composed and pieces else "") + "".join(pieces)
-        # A comparison's quotes stand; whether to decline after all is judged on
-        # the model's sentence, as it was on its whole synthesis.
-        written = len(composed) + 1 if cmp is not None and cmp.fired else 0
-        if self.checker.check(answer, chosen, text, q, length_limited=limited, written_from=written):
+        written = len(text)
+        if not listing and (left := self._left_out(q, chosen, answer, text)).fired:
+            # A comparison whose synthesis left a paper out: that paper's chosen
+            # sentences, quoted under its name (``rag.answer.listing``).
+            answer.rules.append(left)
+            lines, _ = compared_lines([c for c in chosen if answer.retrieved[c.hit].paper.name
+                                       in left.data["quoted"]], answer.retrieved)
+            added = "\n" + "\n".join(lines)
+            yield StreamEvent("token", added)
+            text += added
+        if self.checker.check(answer, chosen, text, q, length_limited=limited, written_to=written):
             # The paper the question names is the one whose abstract lacks it, even
             # when a comparison added another paper's sentence first.
             target = self._named_target(q, answer.retrieved)

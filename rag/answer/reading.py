@@ -298,17 +298,6 @@ _AGAINST_BASELINE = re.compile(
     r"(?:the\s+|its\s+|their\s+)?(?:[\w-]+\s+)?(?:baselines?|prior|previous|existing|standard|"
     r"vanilla|state[- ]of[- ]the[- ]art|sota)\b", re.IGNORECASE)
 
-# "What do these two have in common?", "how are they similar?": what papers
-# share, not how they differ.
-_ASKS_COMMON = re.compile(
-    r"(?<![\w-])(?:in common|similar\w*|shared?|same)(?![\w-])", re.IGNORECASE)
-
-
-def asks_common(question: str) -> bool:
-    """The comparison asks what the papers share rather than how they differ."""
-    return bool(_ASKS_COMMON.search(question)) and not re.search(r"\bdiffer", question, re.I)
-
-
 # With one paper named, "both", "each of" and "the two" mostly mean two parts
 # of it ("what are the two key components of DRAGO"): only these compare papers.
 _COMPARES = re.compile(

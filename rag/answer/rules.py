@@ -11,8 +11,7 @@ Gates before the model:  off_topic, unknown_name.
 Evidence decisions:      no_evidence, off_question_evidence, value_not_stated,
                          value_clause_uncovered, name_not_stated, named_paper_missing, one_sided_comparison,
                          question_part_uncovered, pinned_paper_uncovered, evidence_not_answering.
-How it is written:       each_paper_quoted.
-After the synthesis:     claim_not_in_evidence, names_uncited_paper, evidence_extended, cut_off_sentence,
+After the synthesis:     each_paper_quoted, claim_not_in_evidence, names_uncited_paper, evidence_extended, cut_off_sentence,
                          unchosen_paper_not_answering, says_not_stated, all_claims_withdrawn.
 """
 
@@ -284,21 +283,22 @@ def one_sided_comparison(question: str, chosen: list[Candidate], cands: list[Can
     return chosen, RuleFiring("one_sided_comparison", True, f"added [{best.id}]")
 
 
-def each_paper_quoted(question: str, papers: list[str], one_named: bool = False,
-                      pinned: int = 0) -> RuleFiring:
-    """A question comparing papers, or asking an overview of ``pinned`` (two or
-    more) chosen papers ("Summarize these papers"), whose evidence holds two or
-    more papers (``papers``: the paper of each chosen sentence) is answered by
-    quoting each paper's chosen sentences under its name, the model writing
-    only how they differ (``rag.answer.listing.compared_lines``)."""
+def each_paper_quoted(question: str, papers: list[str], written: set[str],
+                      one_named: bool = False, pinned: int = 0) -> RuleFiring:
+    """A comparison of papers, or an overview of ``pinned`` (two or more)
+    chosen papers ("Summarize these papers"), whose synthesis leaves a paper
+    of its evidence (``papers``: the paper of each chosen sentence) without a
+    sentence (``written``: the papers it cites or names) quotes that paper's
+    chosen sentences under its name after the synthesis."""
     names = list(dict.fromkeys(papers))
-    if len(names) < 2:
-        return RuleFiring("each_paper_quoted", False, "evidence from one paper")
+    left = [n for n in names if n not in written]
+    if len(names) < 2 or not left:
+        return RuleFiring("each_paper_quoted", False, "every paper of the evidence written about")
     overview = pinned >= 2 and asks_overview(question)
     if not (overview or compares_papers(question, one_named)):
         return RuleFiring("each_paper_quoted", False, "not a comparison or overview of papers")
-    return RuleFiring("each_paper_quoted", True, "quoted " + ", ".join(names),
-                      data={"papers": names, "asks": "overview" if overview else "comparison"})
+    return RuleFiring("each_paper_quoted", True, "quoted " + ", ".join(left),
+                      data={"quoted": left, "asks": "overview" if overview else "comparison"})
 
 
 def pinned_paper_uncovered(question: str, chosen: list[Candidate], cands: list[Candidate],

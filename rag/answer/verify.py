@@ -39,22 +39,22 @@ class SynthesisChecker:
         self.verdict = verdict  # the evidence check, for a paper the model did not choose
 
     def check(self, answer: Answer, chosen: list[Candidate], text: str, q: str,
-              length_limited: bool = False, written_from: int = 0) -> bool:
+              length_limited: bool = False, written_to: int | None = None) -> bool:
         """Attach each synthesis sentence to its evidence and withdraw those
         that assert what the evidence does not. True when the answer must be
         declined after all (rules says_not_stated, all_claims_withdrawn).
         ``length_limited``: the synthesis stopped at its token limit, so an
         unfinished last sentence is withdrawn (rule cut_off_sentence).
-        ``written_from``: the first character of ``text`` the model wrote
-        (before it, quotes composed in code); the two decline rules judge only
-        what the model wrote, as quotes neither invent nor say "not stated"."""
+        ``written_to``: where the model's text ends (after it, quotes added in
+        code, rule each_paper_quoted); the decline rules and the cut-off judge
+        only what the model wrote, as quotes neither invent nor say "not stated"."""
         s = self.settings
         by_id = {c.id: c for c in chosen}
         number = {e.text: e.number for e in answer.evidence}
         sents = [t for t in split_sentences(text) if WORD.search(strip_markers(t)[0])]
-        n_quoted = len([t for t in split_sentences(text[:written_from])
-                        if WORD.search(strip_markers(t)[0])])
-        r = rules.says_not_stated(sents[n_quoted:])
+        n_written = len(sents) if written_to is None else len(
+            [t for t in split_sentences(text[:written_to]) if WORD.search(strip_markers(t)[0])])
+        r = rules.says_not_stated(sents[:n_written])
         answer.rules.append(r)
         out: list[SentenceSupport] = []
         if sents:
@@ -62,11 +62,7 @@ class SynthesisChecker:
             vecs = np.asarray(self.embedder.embed_texts([c[0] for c in clean] + [c.text for c in chosen]))
             sims = vecs[: len(clean)] @ vecs[len(clean):].T
             for i, (body, marks) in enumerate(clean):
-                cited = [by_id[m] for m in marks if m in by_id] or [chosen[int(np.argmax(sims[i]))]]
-                # Quotes are shown per paper: a claim citing one of a paper's
-                # evidence sentences is backed by all of them (the model often
-                # cites the paper's first sentence for a fact in its second).
-                cited = [c for c in chosen if c.hit in {x.hit for x in cited}]
+                cited = _cited(chosen, by_id, marks, sims[i])
                 best = max(cited, key=lambda c: sims[i, chosen.index(c)])
                 # A paper's own title and name are not claims that need evidence.
                 named = [heading(answer.retrieved[c.hit].paper) for c in cited]
@@ -119,7 +115,7 @@ class SynthesisChecker:
                 elif not ss.supported:
                     ss.withdrawn = True
                     ss.withdrawn_reason = "not supported by the sentences it cites"
-                if i == len(clean) - 1 and not ss.withdrawn:
+                if i == n_written - 1 and not ss.withdrawn:
                     cut = rules.cut_off_sentence(sents[-1], length_limited)
                     answer.rules.append(cut)
                     if cut.fired:
@@ -129,7 +125,7 @@ class SynthesisChecker:
         for c in answer.citations:
             c.score = max((x.support for x in out if c.number in x.citations and not x.withdrawn),
                           default=0.0)
-        gone = rules.all_claims_withdrawn(out[n_quoted:])
+        gone = rules.all_claims_withdrawn(out[:n_written])
         answer.rules.append(gone)
         if r.fired or gone.fired:
             answer.rules.append(RuleFiring("declined_after_synthesis", True,
@@ -137,6 +133,18 @@ class SynthesisChecker:
             return True
         answer.text = answer_text(answer)
         return False
+
+    def papers_written(self, chosen: list[Candidate], text: str) -> set[int]:
+        """The papers (hit indexes) a synthesis ``text`` writes about: those
+        its sentences rest on, as ``check`` attaches them (markers, else the
+        closest chosen sentence)."""
+        clean = [strip_markers(t) for t in split_sentences(text) if WORD.search(strip_markers(t)[0])]
+        if not clean or not chosen:
+            return set()
+        vecs = np.asarray(self.embedder.embed_texts([c[0] for c in clean] + [c.text for c in chosen]))
+        sims = vecs[: len(clean)] @ vecs[len(clean):].T
+        by_id = {c.id: c for c in chosen}
+        return {c.hit for i, (_, marks) in enumerate(clean) for c in _cited(chosen, by_id, marks, sims[i])}
 
     def _others(self, answer: Answer, cited: list[Candidate]) -> list[str]:
         """The names of the retrieved papers a sentence does not cite (a name
@@ -303,6 +311,17 @@ class SynthesisChecker:
         answer.rules.append(RuleFiring(
             "evidence_extended", True, f"added “{sent[:60]}…” for: {body[:60]}"))
         return sent, n
+
+
+def _cited(chosen: list[Candidate], by_id: dict[int, Candidate], marks: list[int],
+           sims: np.ndarray) -> list[Candidate]:
+    """The evidence a synthesis sentence rests on: the sentences its markers
+    cite, else the one closest to it (``sims``: its cosine to each of
+    ``chosen``); then every chosen sentence of those papers, as quotes are
+    shown per paper (the model often cites a paper's first sentence for a fact
+    in its second)."""
+    cited = [by_id[m] for m in marks if m in by_id] or [chosen[int(np.argmax(sims))]]
+    return [c for c in chosen if c.hit in {x.hit for x in cited}]
 
 
 def _names_in(paper, text: str) -> bool:
