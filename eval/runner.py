@@ -399,8 +399,15 @@ def merge_runs(base: Path | str, partial: Path | str, out: Path | str) -> dict[s
 
 
 def load_run(run_dir: Path | str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(summary, records) of a finished run folder."""
+    """(summary, records) of a finished run folder; a folder without a
+    summary (missing, cut short, not a run) is an ``AqaError`` naming it."""
+    from rag.errors import AqaError
+
     run_dir = Path(run_dir)
+    if not (run_dir / "summary.json").is_file() or not (run_dir / "results.jsonl").is_file():
+        what = "does not exist" if not run_dir.exists() else "has no summary.json and results.jsonl"
+        raise AqaError(f"{run_dir}: {what}; pass the folder of a finished `aqa eval run` "
+                       "(a run cut short writes no summary: run it again)")
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     records = [
         json.loads(line)

@@ -277,3 +277,16 @@ def test_example_questions_show_cross_paper_comparison_and_short_names(fake_engi
     assert {a, b} <= heads
     for q in qs:
         assert "the paper on" not in q and not any(p.title.lower() in q for p in eng.papers())
+
+
+# --- eval: a run folder that is not a finished run ---
+@pytest.mark.parametrize("cmd", ["compare", "merge", "rescore"])
+def test_eval_commands_on_a_missing_or_unfinished_run_say_so_in_one_line(tmp_path, capsys, cmd):
+    cut = tmp_path / "cut-short"
+    cut.mkdir()
+    (cut / "results.jsonl").write_text("{}\n", encoding="utf-8")  # no summary.json
+    missing = tmp_path / "no-such-run"
+    args = {"compare": [str(cut), str(missing)], "merge": [str(cut), str(missing), "--out",
+            str(tmp_path / "m")], "rescore": [str(cut)]}[cmd]
+    assert aqa_cli.main(["eval", cmd, *args]) != 0
+    _one_clean_line(capsys.readouterr().err, str(cut), "summary.json")
