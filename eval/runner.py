@@ -405,7 +405,7 @@ def load_run(run_dir: Path | str) -> tuple[dict[str, Any], list[dict[str, Any]]]
 
     run_dir = Path(run_dir)
     if not (run_dir / "summary.json").is_file() or not (run_dir / "results.jsonl").is_file():
-        what = "does not exist" if not run_dir.exists() else "has no summary.json and results.jsonl"
+        what = "does not exist" if not run_dir.exists() else "lacks summary.json or results.jsonl"
         raise AqaError(f"{run_dir}: {what}; pass the folder of a finished `aqa eval run` "
                        "(a run cut short writes no summary: run it again)")
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))

@@ -443,12 +443,17 @@ class Answerer(IndexTerms):
         comparison word or a described second paper compares; an overview
         counts for two or more pinned papers."""
         hits = answer.retrieved
-        on = self.checker.papers_written(chosen, text)
-        written = {hits[c.hit].paper.name for c in chosen if c.hit in on or hits[c.hit].paper.name in text}
+        papers = [hits[c.hit].paper.name for c in chosen]
         one = (not answer.pinned
                and len({i for v in self._named(q, hits).values() for i in v}) == 1)
-        return rules.each_paper_quoted(q, [hits[c.hit].paper.name for c in chosen], written,
-                                       one_named=one, pinned=len(answer.pinned))
+        # Read with nothing written, the rule says whether it can fire at all
+        # (two papers, a comparison or overview): only then embed the synthesis.
+        maybe = rules.each_paper_quoted(q, papers, set(), one_named=one, pinned=len(answer.pinned))
+        if not maybe.fired:
+            return maybe
+        on = self.checker.papers_written(chosen, text)
+        written = {hits[c.hit].paper.name for c in chosen if c.hit in on or hits[c.hit].paper.name in text}
+        return rules.each_paper_quoted(q, papers, written, one_named=one, pinned=len(answer.pinned))
 
     def _synthesise(self, answer: Answer, chosen: list[Candidate], messages: list[dict],
                     raw_choice: str, q: str, t0: float, chooser: str) -> Iterator[StreamEvent]:
@@ -495,7 +500,7 @@ class Answerer(IndexTerms):
         # Streamed pieces are tokens: as many as the limit means it cut the text short.
         limited = len(pieces) >= s.answer.synthesis_max_tokens
         text = composed + ("\n" if composed and pieces else "") + "".join(pieces)
-        written = len(text)
+        model_end = len(text)
         if not listing and (left := self._left_out(q, chosen, answer, text)).fired:
             # A comparison whose synthesis left a paper out: that paper's chosen
             # sentences, quoted under its name (``rag.answer.listing``).
@@ -505,7 +510,7 @@ class Answerer(IndexTerms):
             added = "\n" + "\n".join(lines)
             yield StreamEvent("token", added)
             text += added
-        if self.checker.check(answer, chosen, text, q, length_limited=limited, written_to=written):
+        if self.checker.check(answer, chosen, text, q, length_limited=limited, written_to=model_end):
             # The paper the question names is the one whose abstract lacks it, even
             # when a comparison added another paper's sentence first.
             target = self._named_target(q, answer.retrieved)

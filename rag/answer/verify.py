@@ -59,8 +59,7 @@ class SynthesisChecker:
         out: list[SentenceSupport] = []
         if sents:
             clean = [strip_markers(t) for t in sents]
-            vecs = np.asarray(self.embedder.embed_texts([c[0] for c in clean] + [c.text for c in chosen]))
-            sims = vecs[: len(clean)] @ vecs[len(clean):].T
+            sims = self._sims(clean, chosen)
             for i, (body, marks) in enumerate(clean):
                 cited = _cited(chosen, by_id, marks, sims[i])
                 best = max(cited, key=lambda c: sims[i, chosen.index(c)])
@@ -141,10 +140,15 @@ class SynthesisChecker:
         clean = [strip_markers(t) for t in split_sentences(text) if WORD.search(strip_markers(t)[0])]
         if not clean or not chosen:
             return set()
-        vecs = np.asarray(self.embedder.embed_texts([c[0] for c in clean] + [c.text for c in chosen]))
-        sims = vecs[: len(clean)] @ vecs[len(clean):].T
+        sims = self._sims(clean, chosen)
         by_id = {c.id: c for c in chosen}
         return {c.hit for i, (_, marks) in enumerate(clean) for c in _cited(chosen, by_id, marks, sims[i])}
+
+    def _sims(self, clean: list[tuple[str, list[int]]], chosen: list[Candidate]) -> np.ndarray:
+        """Cosine of each synthesis sentence (``clean``: text without markers,
+        markers) to each chosen evidence sentence."""
+        vecs = np.asarray(self.embedder.embed_texts([c[0] for c in clean] + [c.text for c in chosen]))
+        return vecs[: len(clean)] @ vecs[len(clean):].T
 
     def _others(self, answer: Answer, cited: list[Candidate]) -> list[str]:
         """The names of the retrieved papers a sentence does not cite (a name
