@@ -1449,3 +1449,34 @@ def test_a_summary_of_two_pinned_papers_quotes_each(fake_engine):
     # One pinned paper is summarised as before.
     b = eng.ask("Summarize this paper.", filters=Filters(paper_ids=[ids["MELON"]]))
     assert "each_paper_quoted" not in rules_fired(b)
+
+
+def test_a_paper_named_by_a_run_of_capitalised_words_is_that_paper(fake_engine):
+    # "Speak Easy", "Packrat", "Speculative Prefill" are neither camel-case nor
+    # acronyms; each is the whole of its paper's own name.
+    eng = fake_engine(llm=ScriptedLLM(pick("Speak Easy"), "Nothing."))
+    ids = {p.name: p.paper_id for p in eng.papers()}
+    named = eng.answerer._catalog_named
+    assert named("What does the Speak Easy paper find?") == {"Speak Easy": [ids["Speak Easy"]]}
+    assert named("How does Packrat choose its configuration?") == {"Packrat": [ids["Packrat"]]}
+    assert named("In Speculative Prefill, what is kept?").keys() == {"Speculative Prefill"}
+    # Capitalised words that are no paper's whole name, or only part of one.
+    assert named("What Bayesian methods does the collection cover?") == {}
+    assert named("Is it Easy to jailbreak a model by speaking?") == {}
+
+
+def test_named_papers_among_the_hits_include_a_run_of_capitalised_words():
+    from rag.answer.reading import named_papers
+    from rag.types import Paper, SearchHit
+
+    def hit(title: str, abstract: str) -> SearchHit:
+        return SearchHit(paper=Paper(paper_id=title, title=title, abstract=abstract), score=1.0, rank=1)
+
+    hits = [hit("Speak Easy: Eliciting Harmful Jailbreaks", "We study jailbreaks."),
+            hit("Angle Domain Guidance: Latent Diffusion", "We propose a guidance method.")]
+    assert named_papers("What does the Speak Easy paper find?", hits) == {"Speak Easy": [0]}
+    assert named_papers("How do Speak Easy and Angle Domain Guidance differ?", hits) == {
+        "Speak Easy": [0], "Angle Domain Guidance": [1]}
+    # Part of a name ("Domain Guidance") is not the paper's name.
+    assert named_papers("What is Domain Guidance?", hits) == {}
+

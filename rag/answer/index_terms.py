@@ -54,7 +54,10 @@ class IndexTerms:
         below the hits."""
         papers = self.retriever.snapshot().papers
         out: dict[str, list[str]] = {}
-        for name, pat in reading.question_names(q).items():
+        names = reading.question_names(q)
+        # Runs of capitalised words ("the Speak Easy paper"), as whole own names too.
+        names |= {n: p for n, p in reading.phrase_names(q).items() if n not in names}
+        for name, pat in names.items():
             if self._generic(name):  # a field's common term (LLM, GPU): cached per snapshot
                 continue
             # An own name is written in its title or abstract: a substring test
@@ -63,7 +66,7 @@ class IndexTerms:
                    and any(pat.fullmatch(n) for n in reading.own_names(p))]
             if 1 <= len(ids) <= 2:
                 out[name] = ids
-        return out
+        return reading.longest_names(out)
 
     def _named_target(self, q: str, hits: list[SearchHit]) -> int | None:
         """The first hit the question names, if any: the paper a decline is about."""

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from rag.config_sections import EvidenceSettings
 from rag.labels import WORDS, system_name
-from rag.text import NAME, specifics, stemmer
+from rag.text import NAME, STOP, specifics, stemmer
 from rag.types import Paper, SearchHit
 
 # "how many…", "by how much…", "what is the accuracy/number/size…" ask for a
@@ -270,16 +270,55 @@ def question_names(question: str, corpus: Sequence[str] = (),
             if not (corpus and is_generic(name, corpus, limit))}
 
 
+# A run of capitalised words ("Speak Easy", "Packrat", "Cache Me If You
+# Must"): a paper's own name that is neither camel-case nor an acronym, which
+# ``NAME`` misses. Up to this many words.
+_CAPITAL_RUN = re.compile(r"\b[A-Z][a-z]+(?:[ -][A-Z][a-z]*)*\b")
+PHRASE_WORDS = 6
+
+
+def phrase_names(question: str) -> dict[str, re.Pattern[str]]:
+    """Runs of capitalised words in the question and their sub-runs ("In
+    Speak Easy" -> "Speak Easy"), none a stop word alone ("What"), each with
+    the pattern that finds it as a whole name. Candidates only: a run names
+    a paper when it is the whole of one of its own names (``own_names``)."""
+    out: dict[str, re.Pattern[str]] = {}
+    for m in _CAPITAL_RUN.finditer(question):
+        words = re.split(r"(?<=\w)(?=[ -])", m.group(0))
+        for i in range(len(words)):
+            for j in range(i + 1, min(len(words), i + PHRASE_WORDS) + 1):
+                name = "".join(words[i:j]).strip(" -")
+                if name.lower() not in STOP and not NAME.fullmatch(name):
+                    out[name] = re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])")
+    return out
+
+
 def named_papers(question: str, hits: list[SearchHit], corpus: Sequence[str] = (),
                  limit: int = GENERIC_NAME_PAPERS) -> dict[str, list[int]]:
     """Names in the question that are the own name (``own_names``) of one or
-    two retrieved papers. name -> hit indices."""
+    two retrieved papers: a name-like token found in one of them, or a run
+    of capitalised words that is the whole of one ("the Speak Easy paper").
+    name -> hit indices."""
     out: dict[str, list[int]] = {}
+    names = {h_i: own_names(h.paper) for h_i, h in enumerate(hits)}
     for name, pat in question_names(question, corpus, limit).items():
-        idx = [i for i, h in enumerate(hits) if any(pat.search(n) for n in own_names(h.paper))]
+        idx = [i for i, own in names.items() if any(pat.search(n) for n in own)]
         if 1 <= len(idx) <= 2:
             out[name] = idx
-    return out
+    runs = {n: p for n, p in phrase_names(question).items() if n not in out}
+    for name, pat in runs.items():
+        idx = [i for i, own in names.items() if any(pat.fullmatch(n) for n in own)]
+        # The corpus test last: most runs ("How", "Bayesian") name no paper.
+        if 1 <= len(idx) <= 2 and not (corpus and is_generic(name, corpus, limit)):
+            out[name] = idx
+    return longest_names(out)
+
+
+def longest_names(found: dict[str, list]) -> dict[str, list]:
+    """``found`` without a name inside a longer one that names the same
+    papers ("Easy" beside "Speak Easy")."""
+    return {n: v for n, v in found.items()
+            if not any(n != m and n in m and v == found[m] for m in found)}
 
 
 # A word inside a hyphenated name ("Difference-in-Differences") compares nothing.
