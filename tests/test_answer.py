@@ -1480,3 +1480,49 @@ def test_named_papers_among_the_hits_include_a_run_of_capitalised_words():
     # Part of a name ("Domain Guidance") is not the paper's name.
     assert named_papers("What is Domain Guidance?", hits) == {}
 
+
+def test_rule_compared_paper_does_what_quotes_what_each_compared_paper_does():
+    from rag.answer.evidence import Candidate
+    from rag.answer.rules import compared_paper_does_what
+
+    a = ["LLM agents are vulnerable to indirect prompt injection attacks.",
+         "We propose MELON, a defense that re-executes the trajectory with a masked prompt.",
+         "Experiments on AgentDojo show that it blocks most attacks."]
+    b = ["We propose ShieldAgent, a guardrail agent that verifies action trajectories.",
+         "It reaches 90.1% recall."]
+    abstracts = {0: " ".join(a), 1: " ".join(b)}
+    cands = [Candidate(i + 1, 0, t, 0.5, i) for i, t in enumerate(a)] + [
+        Candidate(4 + i, 1, t, 0.5, i) for i, t in enumerate(b)]
+    chosen = [cands[0], cands[3]]  # MELON by its motivation, ShieldAgent by what it does
+    q = "How do MELON and ShieldAgent differ in protecting agents?"
+    out, r = compared_paper_does_what(q, chosen, cands, lambda c: abstracts[c.hit])
+    assert r.fired and r.data["added"] == [2], r
+    assert [c.id for c in out] == [1, 2, 4]
+    # Not a comparison, or one paper only: the evidence stands.
+    assert not compared_paper_does_what("What does MELON mask?", chosen, cands,
+                                        lambda c: abstracts[c.hit])[1].fired
+    assert not compared_paper_does_what(q, chosen[:1], cands, lambda c: abstracts[c.hit])[1].fired
+    # Each paper already quoted by what it does: nothing added.
+    assert not compared_paper_does_what(q, [cands[1], cands[3]], cands, lambda c: abstracts[c.hit])[1].fired
+
+
+def test_a_comparison_quotes_what_each_paper_does_not_only_its_motivation(fake_engine):
+    # The model chooses MELON's opening sentence (the problem it addresses):
+    # the answer's evidence gains the MELON sentence that says what it does.
+    from rag.answer.evidence import Candidate
+    from rag.answer.paper_relevance import does_what
+
+    def choose(sents):
+        melon = [i for i, t in sents.items() if "indirect prompt injection" in t.lower()]
+        return melon[:1] + [i for i, t in sents.items() if "ShieldAgent" in t][:2]
+
+    eng = fake_engine(llm=ScriptedLLM(choose, lambda s: "They differ in what they check [1]."),
+                      evidence_floor=0.0)
+    ids = by_name(eng)
+    melon = next(p for p in eng.papers() if p.paper_id == ids["MELON"])
+    a = eng.ask("How do ShieldAgent and MELON differ in protecting LLM agents?")
+    assert not a.declined, a.text
+    assert "compared_paper_does_what" in rules_fired(a), a.rules
+    quotes = next(c.quotes for c in a.citations if c.paper.paper_id == ids["MELON"])
+    sents = split_sentences(melon.abstract)
+    assert any(does_what(Candidate(0, 0, q, 0.0, sents.index(q)), melon.abstract) for q in quotes), quotes

@@ -197,6 +197,11 @@ class Answerer(IndexTerms):
             return
         chosen = self._cited_papers(interpreted, hits, cands, chosen, parse_choice(raw, len(cands)) or [],
                                     pinned, trace)
+        if not any(r.name == "paper_relevance" for r in trace):
+            one = not pinned and len({i for v in self._named(interpreted, hits).values() for i in v}) == 1
+            chosen, r = rules.compared_paper_does_what(
+                interpreted, chosen, cands, lambda c: hits[c.hit].paper.abstract, one_named=one)
+            trace.append(r)
         cite(answer, chosen)
         timings.evidence_ms = round((time.perf_counter() - t0) * 1000, 1)
         yield StreamEvent("evidence", answer=answer)

@@ -11,6 +11,7 @@ Gates before the model:  off_topic, unknown_name.
 Evidence decisions:      no_evidence, off_question_evidence, value_not_stated,
                          value_clause_uncovered, name_not_stated, named_paper_missing, one_sided_comparison,
                          question_part_uncovered, pinned_paper_uncovered, evidence_not_answering.
+After the decision:      compared_paper_does_what.
 After the synthesis:     each_paper_quoted, claim_not_in_evidence, names_uncited_paper, evidence_extended, cut_off_sentence,
                          unchosen_paper_not_answering, says_not_stated, all_claims_withdrawn.
 """
@@ -18,10 +19,11 @@ After the synthesis:     each_paper_quoted, claim_not_in_evidence, names_uncited
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rag import claims
 from rag.answer.evidence import Candidate
+from rag.answer.paper_relevance import does_what, says_what_it_does
 from rag.answer.reading import (
     asked_measure,
     asks_link,
@@ -281,6 +283,32 @@ def one_sided_comparison(question: str, chosen: list[Candidate], cands: list[Can
     best = max((c for c in others if c.hit == nxt), key=lambda c: c.relevance)
     chosen = sorted(chosen + [best], key=lambda c: c.id)
     return chosen, RuleFiring("one_sided_comparison", True, f"added [{best.id}]")
+
+
+def compared_paper_does_what(question: str, chosen: list[Candidate], cands: Sequence[Candidate],
+                             abstract: Callable[[Candidate], str], one_named: bool = False
+                             ) -> tuple[list[Candidate], RuleFiring]:
+    """A comparison of papers quotes each compared paper by what it does:
+    a paper of the evidence none of whose chosen sentences says what it
+    does (its motivation or setting only) gains its candidate sentence that
+    does (``paper_relevance.does_what``), if one was offered."""
+    if not compares_papers(question, one_named) or len({c.hit for c in chosen}) < 2:
+        return chosen, RuleFiring("compared_paper_does_what", False, "not a comparison of papers")
+    added: list[Candidate] = []
+    for hit in dict.fromkeys(c.hit for c in chosen):
+        text = abstract(next(c for c in chosen if c.hit == hit))
+        if any(does_what(c, text) for c in chosen if c.hit == hit):
+            continue
+        doing = [c for c in cands if c.hit == hit and does_what(c, text)]
+        if doing:
+            added.append(max(doing, key=lambda c: says_what_it_does(c, text)))
+    if not added:
+        return chosen, RuleFiring("compared_paper_does_what", False,
+                                  "each compared paper's evidence says what it does")
+    chosen = sorted(chosen + added, key=lambda c: c.id)
+    return chosen, RuleFiring("compared_paper_does_what", True,
+                              "added " + ", ".join(f"[{c.id}]" for c in added),
+                              data={"added": [c.id for c in added]})
 
 
 def each_paper_quoted(question: str, papers: list[str], written: set[str],
