@@ -167,3 +167,15 @@ def test_readme_example_cites_only_the_defenses(qwen_engine):
         assert any(set(s.citations) >= both for s in shown), [(s.text, s.citations) for s in shown]
     rule = next(r for r in a.rules if r.name == "paper_relevance")
     assert {p["paper_id"] for p in rule.data["papers"]} >= cited
+
+
+def test_a_paper_named_by_its_short_name_is_answered_from_it(qwen_engine):
+    # "Speak Easy" is neither camel-case nor an acronym: the question names the
+    # paper by the words before its title's colon (issue #26: once declined as
+    # "nothing in the collection").
+    eng = qwen_engine
+    a = eng.ask("What does the Speak Easy paper find?")
+    rule = next(r for r in a.rules if r.name == "named_in_catalog")
+    assert rule.fired and "Speak Easy" in rule.data["names"], rule
+    assert not a.declined, a.text
+    assert {c.paper.paper_id for c in a.citations} == {_id(eng, "Speak Easy")}, a.text
