@@ -1526,3 +1526,22 @@ def test_a_comparison_quotes_what_each_paper_does_not_only_its_motivation(fake_e
     quotes = next(c.quotes for c in a.citations if c.paper.paper_id == ids["MELON"])
     sents = split_sentences(melon.abstract)
     assert any(does_what(Candidate(0, 0, q, 0.0, sents.index(q)), melon.abstract) for q in quotes), quotes
+
+
+def test_a_value_sentence_found_for_a_comparison_keeps_the_other_papers_evidence():
+    # "…and what improvement does each report?": the chosen sentences state no
+    # value; a candidate of one paper does and replaces that paper's evidence,
+    # while the other compared paper keeps its own (it replaced all of it).
+    from rag.answer.evidence import Candidate
+    from rag.answer.rules import value_not_stated
+
+    cands = [Candidate(1, 0, "Packrat picks the number of instances and threads.", 0.6, 0),
+             Candidate(2, 0, "Packrat improves inference latency by 1.43x to 1.83x.", 0.5, 1),
+             Candidate(3, 1, "SpecPrefill speculates which prompt tokens matter.", 0.6, 0)]
+    q = "Contrast Packrat and SpecPrefill: what latency improvement does each report?"
+    out, r = value_not_stated(q, [cands[0], cands[2]], cands)
+    assert not r.fired and [c.id for c in out] == [2, 3], r
+    # A question about one paper: the value sentence alone, as before.
+    out, r = value_not_stated("What latency improvement does Packrat report?", [cands[0]], cands)
+    assert [c.id for c in out] == [2], r
+

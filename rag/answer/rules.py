@@ -173,7 +173,8 @@ def _stated_or_replaced(rule: str, what: str, question: str, chosen: list[Candid
     chosen sentence ``states`` what is asked; else a candidate of the chosen
     papers that does, and holds the question's terms (at least two) or is
     otherwise ``linked`` to it (states a count of what is counted), replaces
-    it; else the rule fires."""
+    it (for a comparison of papers, only that paper's sentences: each compared
+    paper keeps its evidence); else the rule fires."""
     for c in chosen:
         if states(c):
             return chosen, RuleFiring(rule, False, f"sentence [{c.id}] states {what}")
@@ -184,8 +185,10 @@ def _stated_or_replaced(rule: str, what: str, question: str, chosen: list[Candid
             and (len(focus & stem.terms(c.text)) >= min(2, len(focus)) or linked(c))]
     if fits:
         best = max(fits, key=lambda c: c.relevance)
-        return [best], RuleFiring(rule, False,
-                                  f"replaced by [{best.id}], which states {what} in the question's terms")
+        kept = [c for c in chosen if c.hit != best.hit] if compares_papers(question) else []
+        return sorted([best] + kept, key=lambda c: c.id), RuleFiring(
+            rule, False, f"replaced by [{best.id}], which states {what} in the question's terms"
+            + (f"; the other papers' evidence kept ({len(kept)})" if kept else ""))
     return chosen, RuleFiring(rule, True, fired)
 
 
