@@ -287,6 +287,13 @@ class AnswerSettings(Section):
                                       "as supported by its source.")
     synthesis_max_tokens: int = _doc(160, "Longest synthesis written over the chosen evidence, "
                                      "in tokens.")
+    misattributed_cover: float = _tuned(
+        0.6, "rule claim_of_another_paper: share of a synthesis sentence's content terms "
+        "(paper names aside) that one sentence of another paper's evidence holds for the "
+        "sentence to restate that paper.")
+    misattributed_margin: float = _tuned(
+        0.4, "rule claim_of_another_paper: by how much that share must exceed the best share "
+        "a sentence of the paper it names holds.")
     extend_max_sentences: int = _tuned(
         3, "rule evidence_extended: most sentences of a cited abstract added to back one "
         "synthesis claim that gathers numbers or names from several sentences (0: off).")

@@ -1545,3 +1545,37 @@ def test_a_value_sentence_found_for_a_comparison_keeps_the_other_papers_evidence
     out, r = value_not_stated("What latency improvement does Packrat report?", [cands[0]], cands)
     assert [c.id for c in out] == [2], r
 
+
+def test_a_sentence_saying_of_one_paper_what_another_states_is_withdrawn(fake_engine):
+    # The synthesis names MELON but restates a ShieldAgent sentence (cited to
+    # MELON): withdrawn, visibly, by rule claim_of_another_paper.
+    def choose(sents):
+        return [i for i, t in sents.items() if "MELON" in t or "ShieldAgent" in t][:6]
+
+    def write(sents):
+        shield = next(t for t in sents.values() if "ShieldAgent" in t and "MELON" not in t
+                      and len(t.split()) > 8)
+        stolen = strip_markers(shield)[0].replace("ShieldAgent", "MELON").rstrip(".")
+        return (f"MELON is an indirect prompt injection defense {ids_of('MELON', sents)}. "
+                f"{stolen} {ids_of('MELON', sents)}.")
+
+    eng = fake_engine(llm=ScriptedLLM(choose, write), evidence_floor=0.0)
+    a = eng.ask("How do ShieldAgent and MELON differ?")
+    assert not a.declined, a.text
+    fired = [r for r in a.rules if r.name == "claim_of_another_paper" and r.fired]
+    assert fired and fired[0].data["named"] == "MELON" and fired[0].data["other"] == "ShieldAgent"
+    gone = [s for s in a.sentences if s.withdrawn]
+    assert len(gone) == 1 and "MELON" in gone[0].text and "ShieldAgent" in gone[0].withdrawn_reason
+    # The sentence about MELON itself stands.
+    assert any(not s.withdrawn and s.text.startswith("MELON is an indirect") for s in a.sentences), a.text
+
+
+def test_rule_claim_of_another_paper_needs_a_clear_margin():
+    from rag.answer.rules import claim_of_another_paper
+    from rag.config import Settings
+
+    s = Settings(_env_file=None)
+    assert claim_of_another_paper("ReVISE", 0.18, "CoLA", 1.0, s).fired
+    # Both papers state it about as well, or the other paper holds too little of it.
+    assert not claim_of_another_paper("MELON", 0.6, "ShieldAgent", 0.6, s).fired
+    assert not claim_of_another_paper("MELON", 0.0, "ShieldAgent", 0.5, s).fired

@@ -12,7 +12,8 @@ Evidence decisions:      no_evidence, off_question_evidence, value_not_stated,
                          value_clause_uncovered, name_not_stated, named_paper_missing, one_sided_comparison,
                          question_part_uncovered, pinned_paper_uncovered, evidence_not_answering.
 After the decision:      compared_paper_does_what.
-After the synthesis:     each_paper_quoted, claim_not_in_evidence, names_uncited_paper, evidence_extended, cut_off_sentence,
+After the synthesis:     each_paper_quoted, claim_not_in_evidence, names_uncited_paper, claim_of_another_paper,
+                         evidence_extended, cut_off_sentence,
                          unchosen_paper_not_answering, says_not_stated, all_claims_withdrawn.
 """
 
@@ -400,6 +401,22 @@ def names_uncited_paper(sentence: str, cited: Sequence[str], others: Sequence[st
     return RuleFiring("names_uncited_paper", bool(named),
                       f"names {', '.join(named)}, which it does not cite" if named else "ok",
                       data={"papers": named})
+
+
+def claim_of_another_paper(named: str, own_cover: float, other: str, other_cover: float,
+                           s: Settings) -> RuleFiring:
+    """A synthesis sentence that names one paper of the evidence but restates
+    another's ("ReVISE reduces computation time by half…", CoLA's sentence):
+    one sentence of the other paper holds at least ``misattributed_cover`` of
+    its content terms (paper names aside), ``misattributed_margin`` more than
+    any sentence of the paper it names."""
+    a = s.answer
+    fired = other_cover >= a.misattributed_cover and other_cover - own_cover >= a.misattributed_margin
+    detail = (f"says of {named} what {other}'s abstract states" if fired
+              else f"{named} {own_cover:.2f}, {other} {other_cover:.2f}")
+    return RuleFiring("claim_of_another_paper", fired, detail,
+                      data={"named": named, "own_cover": round(own_cover, 3), "other": other,
+                            "other_cover": round(other_cover, 3)})
 
 
 def broken_sentence(sentence: str) -> RuleFiring:

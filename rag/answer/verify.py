@@ -100,6 +100,8 @@ class SynthesisChecker:
                         ev_texts += [t for t, _ in extra]
                         nums |= {n for _, n in extra}
                         support = self._support(body, ev_texts, title)
+                if not claim.fired and (other := self._misattributed(answer, chosen, body)):
+                    claim = other
                 if not claim.fired:
                     claim = rules.broken_sentence(body)
                 ss = SentenceSupport(
@@ -156,6 +158,28 @@ class SynthesisChecker:
         own = {c.hit for c in cited}
         return [h.paper.name for i, h in enumerate(answer.retrieved)
                 if i not in own and len(h.paper.name) >= 3 and not self.generic(h.paper.name)]
+
+    def _misattributed(self, answer: Answer, chosen: list[Candidate], body: str) -> RuleFiring | None:
+        """Rule claim_of_another_paper for a sentence naming exactly one paper of
+        the evidence (None otherwise, or without term functions): how much of
+        its content terms, paper names aside, the best sentence of that paper
+        and of each other paper holds."""
+        papers = {c.hit: answer.retrieved[c.hit].paper for c in chosen}
+        named = [h for h, p in papers.items() if _names_in(p, body)]
+        if self.terms is None or len(papers) < 2 or len(named) != 1:
+            return None
+        names = set().union(*(self.terms(heading(p)) for p in papers.values()))
+        terms = self.terms(body) - names
+        if not terms:
+            return None
+
+        def cover(h: int) -> float:
+            return max(len(terms & self.terms(c.text)) / len(terms) for c in chosen if c.hit == h)
+
+        own = named[0]
+        other = max((h for h in papers if h != own), key=cover)
+        return rules.claim_of_another_paper(papers[own].name, cover(own), papers[other].name,
+                                            cover(other), self.settings)
 
     def _echo(self, body: str, evidence: list[str], q: str) -> RuleFiring:
         """Rule question_term_unsupported, when the checker has term functions."""
