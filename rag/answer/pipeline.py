@@ -125,7 +125,8 @@ class Answerer(IndexTerms):
 
     def _named_in_catalog(self, q: str, include: list[str], filters: Filters | None,
                           trace: list[RuleFiring]) -> list[str]:
-        """Papers the question names by their own name ("CoCoA-Mix and LEMoN…"),
+        """Papers the question names by their own name ("CoCoA-Mix and LEMoN…",
+        "the Speak Easy paper"),
         wherever the search would rank them, that pass the filters (rule
         ``named_in_catalog``): the search then includes them, so a named paper
         below the hits is not replaced by the next-ranked one."""
