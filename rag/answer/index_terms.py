@@ -68,6 +68,12 @@ class IndexTerms:
                 out[name] = ids
         return reading.longest_names(out)
 
+    def _one_named(self, q: str, hits: list[SearchHit], pinned: list[str]) -> bool:
+        """The question names exactly one of the hits and is not pinned to
+        papers: then only a comparison word, or a second paper described
+        beside it, makes it a comparison (``reading.compares_papers``)."""
+        return not pinned and len({i for v in self._named(q, hits).values() for i in v}) == 1
+
     def _named_target(self, q: str, hits: list[SearchHit]) -> int | None:
         """The first hit the question names, if any: the paper a decline is about."""
         return next(iter(sorted(i for v in self._named(q, hits).values() for i in v)), None)

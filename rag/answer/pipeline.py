@@ -199,9 +199,9 @@ class Answerer(IndexTerms):
         chosen = self._cited_papers(interpreted, hits, cands, chosen, parse_choice(raw, len(cands)) or [],
                                     pinned, trace)
         if not any(r.name == "paper_relevance" for r in trace):
-            one = not pinned and len({i for v in self._named(interpreted, hits).values() for i in v}) == 1
             chosen, r = rules.compared_paper_does_what(
-                interpreted, chosen, cands, lambda c: hits[c.hit].paper.abstract, one_named=one)
+                interpreted, chosen, cands, lambda c: hits[c.hit].paper.abstract,
+                one_named=self._one_named(interpreted, hits, pinned))
             trace.append(r)
         cite(answer, chosen)
         timings.evidence_ms = round((time.perf_counter() - t0) * 1000, 1)
@@ -450,8 +450,7 @@ class Answerer(IndexTerms):
         counts for two or more pinned papers."""
         hits = answer.retrieved
         papers = [hits[c.hit].paper.name for c in chosen]
-        one = (not answer.pinned
-               and len({i for v in self._named(q, hits).values() for i in v}) == 1)
+        one = self._one_named(q, hits, answer.pinned)
         # Read with nothing written, the rule says whether it can fire at all
         # (two papers, a comparison or overview): only then embed the synthesis.
         maybe = rules.each_paper_quoted(q, papers, set(), one_named=one, pinned=len(answer.pinned))
