@@ -58,13 +58,14 @@ class IndexTerms:
         # Runs of capitalised words ("the Speak Easy paper"), as whole own names too.
         names |= {n: p for n, p in reading.phrase_names(q).items() if n not in names}
         for name, pat in names.items():
-            if self._generic(name):  # a field's common term (LLM, GPU): cached per snapshot
-                continue
             # An own name is written in its title or abstract: a substring test
             # first, so that only those few papers' names are worked out.
             ids = [pid for pid, p in papers.items() if (name in p.title or name in p.abstract)
                    and any(pat.fullmatch(n) for n in reading.own_names(p))]
-            if 1 <= len(ids) <= 2:
+            # A field's common term (LLM, GPU) names no paper. Tested last: it reads
+            # every abstract, and most capitalised runs ("Which Papers Study")
+            # are no paper's own name.
+            if 1 <= len(ids) <= 2 and not self._generic(name):
                 out[name] = ids
         return reading.longest_names(out)
 
