@@ -10,6 +10,7 @@ One module so that every stage splits sentences and reads markers the same way.
 from __future__ import annotations
 
 import re
+import unicodedata
 from functools import lru_cache
 
 MARKER = re.compile(r"\s*\[(\d+(?:\s*[,;]\s*\d+)*)\]")
@@ -113,7 +114,15 @@ _SYMBOLS = {
     "neq": "≠", "ne": "≠", "log": "log", "in": "∈", "sqrt": "√", "ldots": "…", "dots": "…",
     "cdots": "…", "%": "%", "&": "&", "_": "_", "#": "#", "$": "$",
 }
+# Accents typeset over their argument: ``\tilde{O}`` reads "Õ" (a combining mark).
+_ACCENTS = {"tilde": "\u0303", "widetilde": "\u0303", "hat": "\u0302", "widehat": "\u0302",
+            "bar": "\u0304", "overline": "\u0304", "vec": "\u20d7", "dot": "\u0307"}
+# Commands that only size or space what follows: read as nothing, not as a word
+# ("\left(" is "(", not "left(").
+_SILENT = {"left", "right", "big", "Big", "bigg", "Bigg", "bigl", "bigr", "Bigl", "Bigr",
+           "biggl", "biggr", "displaystyle", "textstyle", "quad", "qquad", "limits"}
 _LATEX_CMD = re.compile(r"\\([A-Za-z]+|[%&_#$,;:! ])")
+_LATEX_ACCENT = re.compile(r"\\(" + "|".join(_ACCENTS) + r")(?![A-Za-z])\s*(?:\{([^{}]*)\}|([A-Za-z0-9]))")
 
 
 def clean_latex(text: str) -> str:
@@ -124,12 +133,14 @@ def clean_latex(text: str) -> str:
     out = re.sub(r"\\(?:mathcal|mathbf|mathrm|mathbb|textbf|textit|text|emph|texttt|"
                  r"operatorname|boldsymbol|mathit|mathsf)\s*\{([^{}]*)\}", r"\1", text)
     out = re.sub(r"([\^_])\{([^{}]*)\}", r"\1\2", out)
+    out = _LATEX_ACCENT.sub(lambda m: unicodedata.normalize(
+        "NFC", (m.group(2) or m.group(3) or "") + _ACCENTS[m.group(1)]), out)
 
     def cmd(m: re.Match) -> str:
         name = m.group(1)
         if name in (",", ";", ":", " "):
             return " "
-        if name == "!":
+        if name == "!" or name in _SILENT:
             return ""
         return _GREEK.get(name) or _SYMBOLS.get(name, name)
 

@@ -81,6 +81,10 @@ def test_clean_latex():
     assert clean_latex("an error rate of $<7$\\%") == "an error rate of <7%"
     assert clean_latex("a $2\\times$ speed-up in $\\mathcal{O}(n^{2})$") == "a 2× speed-up in O(n^2)"
     assert clean_latex("$\\alpha$-divergence") == "α-divergence"
+    # Sizing commands read as nothing and accents sit on their argument:
+    # "\\tilde{O}\\left(" once read "tildeOleft(" and named a paper "tildeOleft".
+    assert clean_latex(r"regret $\tilde{O}\left(\sqrt{K}\right)$") == "regret Õ(√K)"
+    assert clean_latex(r"$\hat f$ over $x_1, \dots, x_n$") == "f̂ over x_1, …, x_n"
     assert clean_latex("plain text") == "plain text"
 
 
