@@ -750,6 +750,15 @@ def test_a_count_is_stated_only_where_the_counted_thing_is_named():
     assert r.fired  # numbers, but none counts GPUs
     _, r = value_not_stated("How many parameters does the largest MeCo model have?", c, c)
     assert not r.fired
+    # The counted thing named beside a number that counts something else
+    # (tune q909, q544, q565, q606): no count of it is stated.
+    c = [Candidate(1, 0, "As it involves two hard tasks, we collect failed and successful "
+                         "paths to construct preference pairs.", 0.6, 0)]
+    _, r = value_not_stated("How many preference pairs are built for training?", c, c)
+    assert r.fired
+    c = [Candidate(1, 0, "We construct 12K preference pairs from failed paths.", 0.6, 0)]
+    _, r = value_not_stated("How many preference pairs are built for training?", c, c)
+    assert not r.fired
 
 
 def test_evidence_extended_cites_a_retrieved_paper_the_claim_names(fake_engine):

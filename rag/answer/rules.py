@@ -102,7 +102,8 @@ def value_not_stated(question: str, chosen: list[Candidate],
                      cands: Sequence[Candidate] = ()) -> tuple[list[Candidate], RuleFiring]:
     """A question asking for a value (how many, what accuracy, what bound, at
     what URL) whose chosen evidence states no number or formula beyond those in
-    the question (no web address, for a URL). Before firing, a
+    the question (no web address, for a URL; for "how many X", no number
+    followed by X). Before firing, a
     candidate sentence of the chosen papers that states a value and holds the
     question's own terms (at least two of them), or states a count of what a
     "how many X" question counts, replaces the evidence."""
@@ -114,8 +115,6 @@ def value_not_stated(question: str, chosen: list[Candidate],
     asked = {normalise(x) for x in specifics(question)}
     asked_words, asked_values = number_words(question), values(question)
     asked_formulas = formulas(question)
-
-    stem = stemmer()
     measure = asked_measure(question)
 
     def states(c: Candidate) -> bool:
@@ -124,8 +123,9 @@ def value_not_stated(question: str, chosen: list[Candidate],
         new = bool(vals - asked or (not vals and (values(c.text) - asked_values
                                                   or number_words(c.text) - asked_words))
                    or formulas(c.text) - asked_formulas)
-        # A count of X is stated only where X is named ("how many GPUs" needs "GPUs").
-        return new and (not measure or bool(measure & stem.terms(c.text)))
+        # A count of X is stated only where a number counts X ("how many GPUs"
+        # needs "8 GPUs"; "two tasks … preference pairs" counts no pairs).
+        return new and (not measure or states_count(c.text, measure))
 
     # "Four specific policy recommendations" answers "how many concrete
     # recommendations" however the rest of the question is worded.
