@@ -64,7 +64,7 @@ _TRAILING_STOP = _SMALL | frozenset(_W["trailing_stop_extra"])
 _PREPS = frozenset(_W["prepositions"])
 _DEMONSTRATIVE = frozenset(_W["demonstratives"])
 _GENERIC = frozenset(_W["generic"])
-_COMMON_ACRONYMS = frozenset(_W["common_acronyms"])
+COMMON_ACRONYMS = frozenset(_W["common_acronyms"])
 _NAME_SUFFIX_BLOCK = re.compile(
     rf"-(?:{'|'.join(_W['name_suffixes_not_names'])})$",
     re.IGNORECASE,
@@ -102,9 +102,9 @@ def _appears(word: str, text: str) -> bool:
 
 def _strong_name(tok: str, prior: str) -> bool:
     """CamelCase, ALLCAPS, digits or hyphenated capitals, and new in the abstract."""
-    if len(tok) < 2 or tok.lower() in _COMMON_ACRONYMS or _NAME_SUFFIX_BLOCK.search(tok):
+    if len(tok) < 2 or tok.lower() in COMMON_ACRONYMS or _NAME_SUFFIX_BLOCK.search(tok):
         return False
-    if tok.lower().rstrip("s") in _COMMON_ACRONYMS:
+    if tok.lower().rstrip("s") in COMMON_ACRONYMS:
         return False
     shaped = re.search(r"[a-z][A-Z]|[A-Z]{2}", tok) is not None or (
         re.search(r"\d", tok) is not None
@@ -119,7 +119,7 @@ def _weak_name(tok: str, prior: str) -> bool:
     return (
         tok[:1].isupper()
         and tok.lower() not in _SMALL | _LEADING_FILLER | _DEMONSTRATIVE
-        and tok.lower() not in _COMMON_ACRONYMS
+        and tok.lower() not in COMMON_ACRONYMS
         and not _appears(tok, prior)
     )
 

@@ -674,6 +674,23 @@ def test_names_in_skips_the_words_an_acronym_spells_out():
     # An acronym coined from lowercase words abbreviates a description.
     t = "It alternates the sequential learning (SL) stage with Proximal Policy Optimization (PPO)."
     assert local_abbreviations(t) == {"SL"}
+    # The words after an acronym that spell it out in parentheses (tune q897).
+    s = "We present MELON (Masked re-Execution and TooL comparisON), a novel defense."
+    assert names_in(s) == {"MELON"}
+    assert names_in("We present ReVISE (Refine via Intrinsic Self-Verification).") == {"ReVISE"}
+    assert names_in("It is scored on MATH (Hendrycks et al.) by GPT-4o.") == {"MATH", "GPT-4o"}
+
+
+def test_rule_name_not_stated_reads_sizes_variants_and_common_acronyms_as_no_name():
+    from rag.answer.evidence import Candidate
+    from rag.answer.rules import name_not_stated
+
+    # Tune q897, q955: a size, the paper's own variant and "SOTA" name no LLM or benchmark.
+    own = lambda c: "MELON (Provable Defense)"  # noqa: E731
+    c = [Candidate(1, 0, "MELON-Aug beats SOTA defenses with a 1.6B model.", 0.6, 0)]
+    assert name_not_stated("Which LLMs served as the backbone?", c, c, own=own)[1].fired
+    c = [Candidate(1, 0, "MELON-Aug beats SOTA defenses with Llama-3-8B.", 0.6, 0)]
+    assert not name_not_stated("Which LLMs served as the backbone?", c, c, own=own)[1].fired
 
 
 def test_rule_name_not_stated_ignores_coined_abbreviations():

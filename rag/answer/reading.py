@@ -234,7 +234,26 @@ def names_in(text: str) -> set[str]:
     found = {x for x in specifics(text) if any(ch.isalpha() for ch in x)}
     spelled = {w for m in _EXPANSION.finditer(text)
                if m.group(1)[0].upper() == m.group(2)[0].upper() for w in m.group(1).split()}
-    return found | {m.group(0) for m in _PROPER.finditer(text) if m.group(0) not in spelled}
+    spelled |= {w.strip(",.;:") for m in _EXPANDED.finditer(text) if _spells(m.group(1), m.group(2))
+                for w in m.group(2).split()}
+    return (found - spelled) | {m.group(0) for m in _PROPER.finditer(text) if m.group(0) not in spelled}
+
+
+# "MELON (Masked re-Execution and TooL comparisON)": an acronym followed by
+# the words it spells out, in parentheses.
+_EXPANDED = re.compile(r"\b(\w*[A-Z]\w*[A-Z][\w-]*)\s*\(([^()]{3,120})\)")
+
+
+_SPELLED_SHARE = 0.75  # ReVISE's E is no capital of "Refine via Intrinsic Self-Verification"
+
+
+def _spells(acronym: str, words: str) -> bool:
+    """Whether ``words`` spell ``acronym``: the same first letter, and most
+    capitals of the acronym among the capitals of the words."""
+    caps = [ch for ch in words if ch.isupper()]
+    need = [ch for ch in acronym if ch.isupper()]
+    found = sum(min(caps.count(ch), need.count(ch)) for ch in set(need))
+    return words[:1].upper() == acronym[:1].upper() and found >= _SPELLED_SHARE * len(need)
 
 
 # "the sequential learning (SL) stage": an acronym spelled out by the

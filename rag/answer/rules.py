@@ -37,6 +37,7 @@ from rag.answer.reading import (
     value_clauses,
 )
 from rag.config import Settings
+from rag.labels import COMMON_ACRONYMS
 from rag.text import (
     DANGLING,
     NOT_STATED,
@@ -193,6 +194,9 @@ def _stated_or_replaced(rule: str, what: str, question: str, chosen: list[Candid
     return chosen, RuleFiring(rule, True, fired)
 
 
+_SIZE = re.compile(r"^\d+(?:\.\d+)?[KMBT]$")  # a model or data size (1.6B, 600M), not a name
+
+
 def name_not_stated(question: str, chosen: list[Candidate], cands: Sequence[Candidate] = (),
                     own=lambda c: "", generic=lambda name: False,
                     abbreviations=lambda c: frozenset()) -> tuple[list[Candidate], RuleFiring]:
@@ -208,8 +212,15 @@ def name_not_stated(question: str, chosen: list[Candidate], cands: Sequence[Cand
 
     def states(c: Candidate) -> bool:
         skip, local = normalise(own(c)), abbreviations(c)
-        return any(normalise(x) not in asked and normalise(x) not in skip and not generic(x)
-                   and x not in local for x in names_in(c.text))
+
+        def names_other(x: str) -> bool:
+            n = normalise(x)
+            # "MELON-Aug" is the paper's own variant; "1.6B" a size; "SOTA" no artifact.
+            return not (n in asked or n in skip or normalise(x.split("-")[0]) in skip
+                        or _SIZE.match(x) or x.lower() in COMMON_ACRONYMS or generic(x)
+                        or x in local)
+
+        return any(names_other(x) for x in names_in(c.text))
 
     return _stated_or_replaced("name_not_stated", "a name", question, chosen, cands, states,
                                "no chosen sentence names what is asked")
