@@ -732,6 +732,13 @@ def test_rule_name_not_stated_needs_a_name_beyond_the_question_and_the_title():
     assert not asks_name("What kind of generative model acts as the decoder?")
     assert asks_name("On which indirect prompt injection benchmark is MELON evaluated?")
     assert asks_name("Which CLIP backbone does it use?")
+    # A model asked by its role (tune q947, q711, q844); "which" opening a clause asks none.
+    assert asks_name("Which model serves as the attack's adversarial prompter?")
+    assert asks_name("Which captioning model did they train on the filtered data?")
+    assert not asks_name("Which papers train models directly on raw bytes?")
+    assert not asks_name("Is there a setup in which a model's skill fades during training?")
+    assert not asks_name("The system, which picks how many model copies to run, is fast?")
+    assert not asks_name("Which model architecture does it use to synthesize experiences?")
 
 
 def test_generic_acronyms_name_no_paper(fake_engine):

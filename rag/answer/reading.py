@@ -160,7 +160,12 @@ _ASKS_NAME = re.compile(
     r"(datasets?|benchmarks?|backbones?|(?:base|pre-?trained|language|foundation)\s+models?|LLMs?|"
     r"environments?|suites?|simulators?|GPUs?)\b"
     # "What dataset sizes", "which benchmark scores": a measure of the artifact, a value.
-    r"(?!\s+(?:sizes?|scales?|numbers?|counts?|accurac(?:y|ies)|scores?|results?|performance)\b)",
+    r"(?!\s+(?:sizes?|scales?|numbers?|counts?|accurac(?:y|ies)|scores?|results?|performance)\b)"
+    # "Which model serves as…", "which captioning model": a model by its name, unless
+    # "which" opens a clause ("in which a model…", "which picks how many model…").
+    r"|\b(?:which|what)\s+(?:(?!(?:a|an|the|of|how|many|kinds?|sorts?|types?|its|their|this|that|papers?|works?|"
+    r"is|are|was|were|does|do|did|can|has|have)\b)[\w-]+\s+){0,2}?models?(?![\w-])"
+    r"(?!\s+(?:sizes?|scales?|architectures?|famil(?:y|ies)|classes?|copies)\b)",
     re.IGNORECASE)
 
 # A capitalised word inside a sentence (not its first word) is a proper name.
