@@ -3,7 +3,7 @@
 Fast and model-free: reads the JSONL file and the bundled abstracts with the
 standard library only, and checks the rules written down in
 ``eval/QUESTIONS.md`` (schema, gold/pinned references, must_include against the
-gold abstracts, follow-up histories, the tune/heldout split: q856-q980 heldout with
+gold abstracts, follow-up histories, the tune/heldout split: q981-q1105 heldout with
 fixed per-type counts, everything else tune).
 """
 
@@ -27,13 +27,15 @@ OPTIONAL_KEYS = {"answered_by", "history", "pinned", "answerable"}
 # (q121-q310) was retired into "tune" on 2026-12-02 after its per-question results had
 # been read, the second (q316-q440) on 2026-12-06 after five aggregate reports, the
 # third (q481-q605) on 2026-12-06 after two aggregate reports, the fourth (q606-q730)
-# on 2026-12-07 after two aggregate decision-stage reports, and the fifth (q731-q855)
+# on 2026-12-07 after two aggregate decision-stage reports, the fifth (q731-q855)
 # on 2026-12-07 after two aggregate reports (one full, one on its compare questions
-# only): q001-q855 are all "tune". The held-out split is exactly q856-q980, written on
-# 2026-12-07 without seeing any model output or eval result.
+# only), and the sixth (q856-q980) on 2026-12-07 after two aggregate reports (one full,
+# one on its compare/pinned/follow-up questions): q001-q980 are all "tune". The held-out
+# split is exactly q981-q1105, written on 2026-12-07 without seeing any model output or
+# eval result. Ids are "q" plus three digits, four from q1000 on.
 ORIGINAL_MAX_ID = 120
-HELDOUT_MIN_ID = 856
-HELDOUT_MAX_ID = 980
+HELDOUT_MIN_ID = 981
+HELDOUT_MAX_ID = 1105
 MIN_HELDOUT = 120
 MIN_HELDOUT_PER_TYPE = 8
 COUNT_TOLERANCE = 2
@@ -106,7 +108,7 @@ def test_schema_and_unique_ids():
     ids = [q["id"] for q in QS]
     assert len(ids) == len(set(ids)), [i for i, c in collections.Counter(ids).items() if c > 1]
     for q in QS:
-        assert re.fullmatch(r"q\d{3}", q["id"]), q["id"]
+        assert re.fullmatch(r"q\d{3,4}", q["id"]), q["id"]
         assert BASE_KEYS <= set(q) <= BASE_KEYS | OPTIONAL_KEYS, (q["id"], set(q) ^ BASE_KEYS)
         assert q["type"] in TYPES, q["id"]
         assert isinstance(q["question"], str) and q["question"].strip(), q["id"]
@@ -188,14 +190,15 @@ def test_split_values_and_original_questions_are_tune():
             assert q["split"] == "tune", f"{q['id']} was used for tuning; it cannot be heldout"
 
 
-def test_heldout_is_exactly_the_questions_q856_to_q980():
-    # q001-q855 are tune (q121-q310 were the first heldout, retired on 2026-12-02 because
+def test_heldout_is_exactly_the_questions_q981_to_q1105():
+    # q001-q980 are tune (q121-q310 were the first heldout, retired on 2026-12-02 because
     # their per-question results had been read; q316-q440 the second, retired on 2026-12-06
     # after five aggregate reports; q481-q605 the third, retired on 2026-12-06 after two
     # aggregate reports; q606-q730 the fourth, retired on 2026-12-07 after two aggregate
     # decision-stage reports; q731-q855 the fifth, retired on 2026-12-07 after two aggregate
-    # reports, one full and one on its compare questions only); q856-q980 are heldout;
-    # anything else is tune.
+    # reports, one full and one on its compare questions only; q856-q980 the sixth, retired
+    # on 2026-12-07 after two aggregate reports, one full and one on its compare/pinned/
+    # follow-up questions); q981-q1105 are heldout; anything else is tune.
     for q in QS:
         if HELDOUT_MIN_ID <= _num(q) <= HELDOUT_MAX_ID:
             assert q["split"] == "heldout", f"{q['id']} (q{HELDOUT_MIN_ID}-q{HELDOUT_MAX_ID}) must be heldout"
