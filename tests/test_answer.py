@@ -1612,3 +1612,25 @@ def test_rule_claim_of_another_paper_needs_a_clear_margin():
     # Both papers state it about as well, or the other paper holds too little of it.
     assert not claim_of_another_paper("MELON", 0.6, "ShieldAgent", 0.6, s).fired
     assert not claim_of_another_paper("MELON", 0.0, "ShieldAgent", 0.5, s).fired
+
+
+def test_a_sentence_naming_a_second_paper_of_the_evidence_rests_on_both(fake_engine):
+    # "X does A [x], while MELON does B [x]": the model marked only X's sentence,
+    # but the claim about MELON is in MELON's chosen sentence (tune q889: the
+    # sentence was withdrawn as "not in its evidence: NS-DPO" and the answer declined).
+    def choose(sents):
+        shield = [i for i, t in sents.items() if "ShieldAgent" in t][:2]
+        return shield + [i for i, t in sents.items() if "AgentDojo" in t][:1]
+
+    def write(sents):
+        return ("ShieldAgent shields agents with verifiable safety policy reasoning "
+                f"{ids_of('ShieldAgent', sents)}, while MELON outperforms SOTA defenses on "
+                f"the IPI benchmark AgentDojo {ids_of('ShieldAgent', sents)}.")
+
+    eng = fake_engine(llm=ScriptedLLM(choose, write), evidence_floor=0.0)
+    a = eng.ask("How do ShieldAgent and MELON differ?")
+    assert not a.declined, a.text
+    (s,) = [s for s in a.sentences if "AgentDojo" in s.text]
+    assert not s.withdrawn, s.withdrawn_reason
+    melon = next(c.number for c in a.citations if c.paper.name == "MELON")
+    assert melon in s.citations, (s.citations, [(c.number, c.paper.name) for c in a.citations])

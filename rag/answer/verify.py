@@ -11,6 +11,7 @@ it stays visible, marked withdrawn. Used by ``rag.answer.pipeline.Answerer``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -61,7 +62,7 @@ class SynthesisChecker:
             clean = [strip_markers(t) for t in sents]
             sims = self._sims(clean, chosen)
             for i, (body, marks) in enumerate(clean):
-                cited = _cited(chosen, by_id, marks, sims[i])
+                cited = self._with_named(answer, chosen, _cited(chosen, by_id, marks, sims[i]), body)
                 best = max(cited, key=lambda c: sims[i, chosen.index(c)])
                 # A paper's own title and name are not claims that need evidence.
                 named = [heading(answer.retrieved[c.hit].paper) for c in cited]
@@ -145,6 +146,18 @@ class SynthesisChecker:
         sims = self._sims(clean, chosen)
         by_id = {c.id: c for c in chosen}
         return {c.hit for i, (_, marks) in enumerate(clean) for c in _cited(chosen, by_id, marks, sims[i])}
+
+    def _with_named(self, answer: Answer, chosen: list[Candidate], cited: list[Candidate],
+                    body: str) -> list[Candidate]:
+        """``cited`` and the chosen sentences of every paper of the evidence that
+        the sentence names by its name ("…, while NS-DPO proposes …", cited to
+        the other paper only): a sentence comparing two papers rests on both
+        papers' evidence and cites both, instead of being withdrawn for
+        naming the one it did not mark (hand-written: the claim check is ours)."""
+        hits = {c.hit for c in cited}
+        hits |= {c.hit for c in chosen
+                 if c.hit not in hits and _names_whole(answer.retrieved[c.hit].paper, body, self.generic)}
+        return [c for c in chosen if c.hit in hits]
 
     def _sims(self, clean: list[tuple[str, list[int]]], chosen: list[Candidate]) -> np.ndarray:
         """Cosine of each synthesis sentence (``clean``: text without markers,
@@ -350,6 +363,16 @@ def _cited(chosen: list[Candidate], by_id: dict[int, Candidate], marks: list[int
     in its second)."""
     cited = [by_id[m] for m in marks if m in by_id] or [chosen[int(np.argmax(sims))]]
     return [c for c in chosen if c.hit in {x.hit for x in cited}]
+
+
+def _names_whole(paper, text: str, generic: Callable[[str], bool]) -> bool:
+    """Whether a text names a paper by its short name as a whole word (not
+    "Cape" in "landscape", not "MELON" in "MELON-Aug"); a field's common term
+    names no paper."""
+    name = paper.name
+    if len(name) <= 2 or name == paper.title or generic(name):
+        return False
+    return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text) is not None
 
 
 def _names_in(paper, text: str) -> bool:
