@@ -1634,3 +1634,12 @@ def test_a_sentence_naming_a_second_paper_of_the_evidence_rests_on_both(fake_eng
     assert not s.withdrawn, s.withdrawn_reason
     melon = next(c.number for c in a.citations if c.paper.name == "MELON")
     assert melon in s.citations, (s.citations, [(c.number, c.paper.name) for c in a.citations])
+
+
+def test_a_quote_spanning_two_synthesis_sentences_keeps_its_markers_outside():
+    from rag.answer.verify import _balance_quotes
+
+    # tune q888: “We propose DRAGO … dynamics. [2] Empirical … scenarios.” [2]
+    assert _balance_quotes("DRAGO: “We propose DRAGO.") == "DRAGO: “We propose DRAGO.”"
+    assert _balance_quotes("It works well.”") == "“It works well.”"
+    assert _balance_quotes("MELON says “it masks” calls.") == "MELON says “it masks” calls."

@@ -106,7 +106,7 @@ class SynthesisChecker:
                 if not claim.fired:
                     claim = rules.broken_sentence(body)
                 ss = SentenceSupport(
-                    text=body, citations=sorted(nums), support=support,
+                    text=_balance_quotes(body), citations=sorted(nums), support=support,
                     supported=support >= s.answer.support_threshold and not claim.fired,
                     paper_id=answer.retrieved[best.hit].paper.paper_id, evidence=best.text)
                 if r.fired:
@@ -363,6 +363,18 @@ def _cited(chosen: list[Candidate], by_id: dict[int, Candidate], marks: list[int
     in its second)."""
     cited = [by_id[m] for m in marks if m in by_id] or [chosen[int(np.argmax(sims))]]
     return [c for c in chosen if c.hit in {x.hit for x in cited}]
+
+
+def _balance_quotes(sentence: str) -> str:
+    """A sentence cut from a quote that spans two sentences (“A. B.” splits into
+    “A. and B.”) closes or reopens it, so that its markers stand outside the
+    quotes: ‘“A.” [2] “B.” [2]’, not ‘“A. [2] B.” [2]’."""
+    opened = sentence.count("“") - sentence.count("”")
+    if opened > 0:
+        return sentence + "”" * opened
+    if opened < 0:
+        return "“" * -opened + sentence
+    return sentence
 
 
 def _names_whole(paper, text: str, generic: Callable[[str], bool]) -> bool:
