@@ -109,11 +109,17 @@ _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+\s*")
 _LATEX_MARKS = re.compile(r"[{}_^]")
 
 
+_BROKEN_HYPHEN = re.compile(r"(\w)- +(?=\w)")
+
+
 def _evidence_text(text: str) -> str:
     """Evidence as plain text for matching: LaTeX percent and math marks off;
     the text as typeset and as read (commands, braces, scripts off) both count."""
     plain = text.replace("\\%", "%").replace("$", "")
     read = _LATEX_MARKS.sub("", _LATEX_COMMAND.sub("", plain))
+    # A word hyphenated across a line break keeps a space ("CoA- weights"):
+    # an answer writing "CoA-weights" states the abstract's name.
+    read = _BROKEN_HYPHEN.sub(r"\1-", read)
     return normalize_text(plain if read == plain else f"{plain} \n {read}")
 
 

@@ -290,3 +290,13 @@ def test_fabrication_audit_reads_a_latex_typeset_name_as_written():
     assert M.fabricated_sentences(ok) == []
     bad = _answer([("The paper proves W3-convergence [1].", [1], False)], ev, {1: "Diffusion"})
     assert M.fabricated_sentences(bad)[0]["missing"] == ["W3-convergence"]
+
+
+def test_fabrication_audit_reads_a_name_hyphenated_across_a_line_break():
+    """tune q979: the abstract reads "confidence-aware weights (CoA- weights)";
+    an answer writing "CoA-weights" states its name."""
+    ev = [(1, "This uses confidence-aware weights (CoA- weights) per class.")]
+    ok = _answer([("CoCoA-Mix adjusts CoA-weights per class [1].", [1], False)], ev, {1: "CoCoA-Mix"})
+    assert M.fabricated_sentences(ok) == []
+    bad = _answer([("CoCoA-Mix adjusts CoB-weights per class [1].", [1], False)], ev, {1: "CoCoA-Mix"})
+    assert M.fabricated_sentences(bad)[0]["missing"] == ["CoB-weights"]
