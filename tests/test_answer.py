@@ -1636,6 +1636,27 @@ def test_a_sentence_naming_a_second_paper_of_the_evidence_rests_on_both(fake_eng
     assert melon in s.citations, (s.citations, [(c.number, c.paper.name) for c in a.citations])
 
 
+def test_a_sentence_naming_a_paper_by_its_method_name_rests_on_its_evidence(fake_engine):
+    # NS-DPO's paper is called "Right Now, Wrong Then" (its title before the
+    # colon); the synthesis names it by its method, NS-DPO (tune q889).
+    def choose(sents):
+        shield = [i for i, t in sents.items() if "ShieldAgent" in t][:2]
+        return shield + [i for i, t in sents.items() if "NS-DPO" in t][:1]
+
+    def write(sents):
+        ns = strip_markers(next(t for t in sents.values() if "NS-DPO" in t))[0].rstrip(".")
+        return ("ShieldAgent shields agents with verifiable safety policy reasoning "
+                f"{ids_of('ShieldAgent', sents)}, while {ns} {ids_of('ShieldAgent', sents)}.")
+
+    eng = fake_engine(llm=ScriptedLLM(choose, write), evidence_floor=0.0)
+    a = eng.ask("How do ShieldAgent and NS-DPO differ?")
+    assert not a.declined, a.text
+    s = next(s for s in a.sentences if s.text.startswith("ShieldAgent shields"))
+    assert not s.withdrawn, s.withdrawn_reason
+    ns = next(c.number for c in a.citations if c.paper.title.startswith("Right Now, Wrong Then"))
+    assert ns in s.citations
+
+
 def test_a_quote_spanning_two_synthesis_sentences_keeps_its_markers_outside():
     from rag.answer.verify import _balance_quotes
 

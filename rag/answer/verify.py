@@ -19,6 +19,7 @@ import numpy as np
 from rag import claims
 from rag.answer import rules
 from rag.answer.evidence import Candidate, heading
+from rag.answer.reading import own_names
 from rag.config import Settings
 from rag.text import WORD, split_sentences, strip_markers
 from rag.types import Answer, Citation, Evidence, RuleFiring, SentenceSupport
@@ -178,7 +179,7 @@ class SynthesisChecker:
         its content terms, paper names aside, the best sentence of that paper
         and of each other paper holds."""
         papers = {c.hit: answer.retrieved[c.hit].paper for c in chosen}
-        named = [h for h, p in papers.items() if _names_in(p, body)]
+        named = [h for h, p in papers.items() if _names_in(p, body) or _names_whole(p, body, self.generic)]
         if self.terms is None or len(papers) < 2 or len(named) != 1:
             return None
         names = set().union(*(self.terms(heading(p)) for p in papers.values()))
@@ -378,13 +379,13 @@ def _balance_quotes(sentence: str) -> str:
 
 
 def _names_whole(paper, text: str, generic: Callable[[str], bool]) -> bool:
-    """Whether a text names a paper by its short name as a whole word (not
-    "Cape" in "landscape", not "MELON" in "MELON-Aug"); a field's common term
-    names no paper."""
-    name = paper.name
-    if len(name) <= 2 or name == paper.title or generic(name):
-        return False
-    return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text) is not None
+    """Whether a text names a paper by one of its own names (``own_names``: the
+    title before a colon, its display name, its method's name, as NS-DPO for
+    "Right Now, Wrong Then: …") as a whole word (not "Cape" in "landscape",
+    not "MELON" in "MELON-Aug"); a field's common term names no paper."""
+    return any(len(name) > 2 and name != paper.title and not generic(name)
+               and re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text)
+               for name in own_names(paper))
 
 
 def _names_in(paper, text: str) -> bool:
