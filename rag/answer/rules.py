@@ -212,13 +212,14 @@ def name_not_stated(question: str, chosen: list[Candidate], cands: Sequence[Cand
 
     def states(c: Candidate) -> bool:
         skip, local = normalise(own(c)), abbreviations(c)
+        own_words = {normalise(w) for w in re.findall(r"[\w.+]+", own(c))}
 
         def names_other(x: str) -> bool:
-            n = normalise(x)
+            n, head = normalise(x), x.split("-")[0]
             # "MELON-Aug" is the paper's own variant; "1.6B" a size; "SOTA" no artifact.
-            return not (n in asked or n in skip or normalise(x.split("-")[0]) in skip
-                        or _SIZE.match(x) or x.lower() in COMMON_ACRONYMS or generic(x)
-                        or x in local)
+            variant = len(head) >= 3 and normalise(head) in own_words
+            return not (n in asked or n in skip or variant or _SIZE.match(x)
+                        or x.lower() in COMMON_ACRONYMS or generic(x) or x in local)
 
         return any(names_other(x) for x in names_in(c.text))
 

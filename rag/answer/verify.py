@@ -367,9 +367,9 @@ def _cited(chosen: list[Candidate], by_id: dict[int, Candidate], marks: list[int
 
 
 def _balance_quotes(sentence: str) -> str:
-    """A sentence cut from a quote that spans two sentences (“A. B.” splits into
-    “A. and B.”) closes or reopens it, so that its markers stand outside the
-    quotes: ‘“A.” [2] “B.” [2]’, not ‘“A. [2] B.” [2]’."""
+    """A sentence cut from a quote that spans two sentences (“A. B.” splits
+    into ‘“A.’ and ‘B.”’) closes or reopens it, so that its markers stand
+    outside the quotes: ‘“A.” [2] “B.” [2]’, not ‘“A. [2] B.” [2]’."""
     opened = sentence.count("“") - sentence.count("”")
     if opened > 0:
         return sentence + "”" * opened
