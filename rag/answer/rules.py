@@ -211,8 +211,8 @@ def name_not_stated(question: str, chosen: list[Candidate], cands: Sequence[Cand
     asked = normalise(question)
 
     def states(c: Candidate) -> bool:
-        skip, local = normalise(own(c)), abbreviations(c)
-        own_words = {normalise(w) for w in re.findall(r"[\w.+]+", own(c))}
+        mine, local = own(c), abbreviations(c)
+        skip, own_words = normalise(mine), {normalise(w) for w in re.findall(r"[\w.+]+", mine)}
 
         def names_other(x: str) -> bool:
             n, head = normalise(x), x.split("-")[0]

@@ -156,8 +156,8 @@ class SynthesisChecker:
         papers' evidence and cites both, instead of being withdrawn for
         naming the one it did not mark (hand-written: the claim check is ours)."""
         hits = {c.hit for c in cited}
-        hits |= {c.hit for c in chosen
-                 if c.hit not in hits and _names_whole(answer.retrieved[c.hit].paper, body, self.generic)}
+        hits |= {h for h in {c.hit for c in chosen} - hits
+                 if _names_whole(answer.retrieved[h].paper, body, self.generic)}
         return [c for c in chosen if c.hit in hits]
 
     def _sims(self, clean: list[tuple[str, list[int]]], chosen: list[Candidate]) -> np.ndarray:
