@@ -642,6 +642,32 @@ def test_candidates_favour_sentences_sharing_the_question_rarer_words():
     assert any("28.9" in c.text for c in lexed)
 
 
+def test_candidates_best_last_lists_the_top_paper_next_to_the_question():
+    from rag.answer.evidence import candidates, excerpts
+    from rag.types import Paper, SearchHit
+
+    class Emb:
+        def embed_query(self, q):
+            return [1.0, 0.0]
+
+        def embed_texts(self, ts):
+            return [[0.9 - 0.1 * i, 0.0] for i in range(len(ts))]
+
+    papers = [Paper(paper_id=f"p{i}", title=f"Paper {i}", abstract=f"First of {i}. Second of {i}.",
+                    source="s") for i in range(3)]
+    hits = [SearchHit(paper=p, score=1.0 - 0.1 * i, rank=i + 1) for i, p in enumerate(papers)]
+    plain = candidates("q", hits, Emb(), total=6, per_paper=2)
+    last = candidates("q", hits, Emb(), total=6, per_paper=2, best_last=True)
+    assert [c.hit for c in plain] == [0, 0, 1, 1, 2, 2]
+    assert [c.hit for c in last] == [2, 2, 1, 1, 0, 0]
+    # Numbered in the order shown; each still points at its own paper and sentence.
+    assert [c.id for c in last] == [1, 2, 3, 4, 5, 6]
+    assert last[-1].text == "Second of 0." and last[0].text == "First of 2."
+    shown = excerpts(last, hits)
+    assert shown.index("Paper: Paper 2") < shown.index("Paper: Paper 0")
+    assert shown.rstrip().endswith("[6] Second of 0.")
+
+
 def test_lexical_overlap_weights_rare_words_above_common_ones(tmp_path):
     """The Answerer's overlap: the share of the question's IDF a sentence holds."""
     from rag.lexical import Lexical

@@ -39,7 +39,7 @@ def candidates(question: str, hits: list[SearchHit], embedder, *, total: int,
                per_paper: int, first_paper: int | None = None,
                value_boost: float = 0.0, counted: set[str] | frozenset = frozenset(),
                count_boost: float = 0.0, lexical: Callable[[str, str], float] | None = None,
-               lexical_weight: float = 0.0) -> list[Candidate]:
+               lexical_weight: float = 0.0, best_last: bool = False) -> list[Candidate]:
     """The sentences most similar to the question, at most ``per_paper`` from
     one paper (``first_paper`` from the top-ranked one, which most often holds
     the answer) and ``total`` in all, grouped by paper (retrieval order) and
@@ -47,7 +47,8 @@ def candidates(question: str, hits: list[SearchHit], embedder, *, total: int,
     state a number, for questions that ask for one; ``count_boost`` (added to
     it) favours those that state a count of what a "how many X" question
     counts (``counted``: X's stemmed words), which may share no other word
-    with a reworded question."""
+    with a reworded question. ``best_last`` lists the papers in reverse
+    retrieval order, the top-ranked one next to the question."""
     qv = embedder.embed_query(question)
     scored: list[tuple[float, int, int, str, float]] = []
     top = max((h.score for h in hits), default=0.0) or 1.0
@@ -77,7 +78,7 @@ def candidates(question: str, hits: list[SearchHit], embedder, *, total: int,
         chosen.setdefault(h_i, []).append((i, t, sim, score))
         n += 1
     out: list[Candidate] = []
-    for h_i in sorted(chosen):
+    for h_i in sorted(chosen, reverse=best_last):
         for i, t, sim, score in sorted(chosen[h_i]):
             out.append(Candidate(len(out) + 1, h_i, t, round(sim, 4), i, round(score, 4)))
     return out

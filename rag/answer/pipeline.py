@@ -300,7 +300,7 @@ class Answerer(IndexTerms):
                 return candidates(q, hits[: s.evidence.evidence_papers], self.embedder,
                                   total=s.evidence.evidence_sentences, per_paper=s.evidence.evidence_per_paper,
                                   first_paper=s.evidence.evidence_top_paper, value_boost=boost,
-                                  **counts), hits
+                                  best_last=s.evidence.evidence_best_last, **counts), hits
             # A question that names its papers is answered from those papers.
             trace.append(RuleFiring("named_papers_only", True,
                                     ", ".join(hits[i].paper.name for i in named)))
