@@ -175,8 +175,9 @@ class EvidenceSettings(Section):
     evidence_top_paper: int = _tuned(6, "...except the top-ranked paper, which most often "
                                      "holds the answer.")
     evidence_best_last: bool = _tuned(
-        False, "list the top-ranked paper's sentences last, next to the question, rather "
-        "than first (the local model favours the sentences it read last).")
+        True, "list the top-ranked paper's sentences last, next to the question, rather "
+        "than first (for questions that neither pin nor name papers; measured in "
+        "docs/decision.md).")
     evidence_lexical_weight: float = _tuned(
         0.2, "bonus (times the IDF-weighted share of the question's words a sentence holds) "
         "for sentences sharing its rarer words.")
