@@ -44,13 +44,18 @@ def choose_both(engine: Any, q: dict[str, Any]) -> dict[str, Any]:
     """One row: the papers each order's choice quotes, and the gold papers'
     places among the retrieved ones."""
     from rag.answer.decision import Signals
+    from rag.answer.declines import Declined
     from rag.answer.evidence import candidates, choice_schema, excerpts, parse_choice
+    from rag.answer.reading import asked_measure, asks_value
     from rag.prompts import render
 
     a, s, text = engine.answerer, engine.settings, q["question"]
     hits = a._hits(text, pinned=[], include=[], k=s.retrieval.top_k, filters=None)
     trace: list = []
-    cands, hits = a._gate_and_candidates(text, hits, [], trace, Signals())
+    try:
+        cands, hits = a._gate_and_candidates(text, hits, [], trace, Signals())
+    except Declined:  # nothing retrieved: no choice to make
+        return {"id": q["id"], "skip": "nothing retrieved"}
     if any(r.name == "named_papers_only" for r in trace):
         return {"id": q["id"], "skip": "names a paper"}
     gold = {(g["path"], g["ordinal"]) for g in q.get("gold") or []}
@@ -59,12 +64,12 @@ def choose_both(engine: Any, q: dict[str, Any]) -> dict[str, Any]:
                                         if any((p.path, p.ordinal) in gold for p in h.paper.provenance)]}
     kinds = {c.hit for c in cands}
     for order in ORDERS:
-        # The same candidates in the other order: rebuild with the engine's own arguments.
+        # The engine's own candidate arguments (Answerer._gate_and_candidates), in each order.
         cs = candidates(text, hits[: s.evidence.evidence_papers], a.embedder,
                         total=s.evidence.evidence_sentences, per_paper=s.evidence.evidence_per_paper,
                         first_paper=s.evidence.evidence_top_paper,
-                        value_boost=s.evidence.evidence_value_boost if _asks_value(text) else 0.0,
-                        counted=_measure(text), count_boost=s.evidence.evidence_count_boost,
+                        value_boost=s.evidence.evidence_value_boost if asks_value(text) else 0.0,
+                        counted=asked_measure(text), count_boost=s.evidence.evidence_count_boost,
                         lexical=a._lexical_overlap, lexical_weight=s.evidence.evidence_lexical_weight,
                         best_last=order == "last")
         assert {c.hit for c in cs} == kinds
@@ -75,16 +80,6 @@ def choose_both(engine: Any, q: dict[str, Any]) -> dict[str, Any]:
         row[order] = {"papers": sorted({cs[i - 1].hit for i in ids}), "n": len(ids),
                       "offered": len(kinds)}
     return row
-
-
-def _asks_value(text: str) -> bool:
-    from rag.answer.reading import asks_value
-    return asks_value(text)
-
-
-def _measure(text: str) -> set[str]:
-    from rag.answer.reading import asked_measure
-    return asked_measure(text)
 
 
 def report(rows: list[dict[str, Any]]) -> str:

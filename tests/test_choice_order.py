@@ -1,5 +1,7 @@
 """eval.choice_order: the sample and the report (the model's choices are faked rows)."""
 
+import re
+
 from eval.choice_order import report, sample
 
 
@@ -24,3 +26,22 @@ def test_report_counts_gold_choices_and_flips():
     assert "rank: quotes a gold paper 1, only gold papers 1, papers quoted 2" in text
     assert "last: quotes a gold paper 2, only gold papers 1, papers quoted 3" in text
     assert "fixed 1 q1; broken 0" in text
+
+
+def test_choose_both_asks_in_each_order_and_finds_the_same_papers(fake_engine):
+    from eval.choice_order import choose_both
+    from tests.test_answer import ScriptedLLM, pick
+
+    llm = ScriptedLLM(pick("prompt injection"))
+    eng = fake_engine(llm=llm)
+    q = {"id": "q1", "type": "which", "question": "Which papers defend agents against prompt injection?",
+         "gold": []}
+    row = choose_both(eng, q)
+    assert "skip" not in row, row
+    chosen = [c for c in llm.calls if c["json_schema"] and "ids" in c["json_schema"]["properties"]]
+    assert len(chosen) == 2  # one choice per order, no check or synthesis
+    first, second = (c["messages"][1]["content"] for c in chosen)
+    heads = [re.findall(r"^Paper: (.*)$", t, re.M) for t in (first, second)]
+    assert len(heads[0]) > 1 and heads[1] == heads[0][::-1]
+    # Chosen by content, so the same papers in both orders.
+    assert row["rank"]["papers"] and row["rank"]["papers"] == row["last"]["papers"]
