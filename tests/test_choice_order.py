@@ -1,4 +1,4 @@
-"""eval.choice_order: the sample and the report (the model's choices are faked rows)."""
+"""eval.choice_order: the sample, the report (faked rows) and one row (a scripted model)."""
 
 import re
 
