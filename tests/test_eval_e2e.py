@@ -46,14 +46,15 @@ def _words(text: str) -> set[str]:
 
 def echo_best_sentence(messages: list[dict]) -> str:
     """Fake LLM for the evidence-first pipeline. Evidence choice (the first
-    call, two messages): the sentence of the first listed paper sharing most
-    words with the question, as ``{"ids": [n]}``. Synthesis (the follow-up
-    call): that sentence again, cited [n]."""
+    call, two messages): the sentence of the top-ranked paper sharing most
+    words with the question, as ``{"ids": [n]}``; that paper is listed last,
+    next to the question (``AQA_EVIDENCE_BEST_LAST``). Synthesis (the
+    follow-up call): that sentence again, cited [n]."""
     prompt = messages[1]["content"]
     q = re.search(r"^Question: (.*)$", prompt, re.MULTILINE)
-    first = re.split(r"^Paper: .*$", prompt, flags=re.MULTILINE)
+    blocks = re.split(r"^Paper: .*$", prompt, flags=re.MULTILINE)
     sents = {int(m.group(1)): m.group(2)
-             for m in re.finditer(r"^\[(\d+)\] (.*)$", first[1] if len(first) > 1 else "",
+             for m in re.finditer(r"^\[(\d+)\] (.*)$", blocks[-1] if len(blocks) > 1 else "",
                                   re.MULTILINE)}
     if not q or not sents:
         return '{"ids": []}'
