@@ -3,7 +3,7 @@
 Fast and model-free: reads the JSONL file and the bundled abstracts with the
 standard library only, and checks the rules written down in
 ``eval/QUESTIONS.md`` (schema, gold/pinned references, must_include against the
-gold abstracts, follow-up histories, the tune/heldout split: q981-q1105 heldout with
+gold abstracts, follow-up histories, the tune/heldout split: q1106-q1230 heldout with
 fixed per-type counts, everything else tune).
 """
 
@@ -30,12 +30,13 @@ OPTIONAL_KEYS = {"answered_by", "history", "pinned", "answerable"}
 # on 2026-12-07 after two aggregate decision-stage reports, the fifth (q731-q855)
 # on 2026-12-07 after two aggregate reports (one full, one on its compare questions
 # only), and the sixth (q856-q980) on 2026-12-07 after two aggregate reports (one full,
-# one on its compare/pinned/follow-up questions): q001-q980 are all "tune". The held-out
-# split is exactly q981-q1105, written on 2026-12-07 without seeing any model output or
-# eval result. Ids are "q" plus three digits, four from q1000 on.
+# one on its compare/pinned/follow-up questions), and the seventh (q981-q1105) on
+# 2026-12-08 after two aggregate reports: q001-q1105 are all "tune". The held-out split
+# is exactly q1106-q1230, written on 2026-12-08 without seeing any model output or eval
+# result. Ids are "q" plus three digits, four from q1000 on.
 ORIGINAL_MAX_ID = 120
-HELDOUT_MIN_ID = 981
-HELDOUT_MAX_ID = 1105
+HELDOUT_MIN_ID = 1106
+HELDOUT_MAX_ID = 1230
 MIN_HELDOUT = 120
 MIN_HELDOUT_PER_TYPE = 8
 COUNT_TOLERANCE = 2
@@ -190,15 +191,16 @@ def test_split_values_and_original_questions_are_tune():
             assert q["split"] == "tune", f"{q['id']} was used for tuning; it cannot be heldout"
 
 
-def test_heldout_is_exactly_the_questions_q981_to_q1105():
-    # q001-q980 are tune (q121-q310 were the first heldout, retired on 2026-12-02 because
+def test_heldout_is_exactly_the_questions_q1106_to_q1230():
+    # q001-q1105 are tune (q121-q310 were the first heldout, retired on 2026-12-02 because
     # their per-question results had been read; q316-q440 the second, retired on 2026-12-06
     # after five aggregate reports; q481-q605 the third, retired on 2026-12-06 after two
     # aggregate reports; q606-q730 the fourth, retired on 2026-12-07 after two aggregate
     # decision-stage reports; q731-q855 the fifth, retired on 2026-12-07 after two aggregate
     # reports, one full and one on its compare questions only; q856-q980 the sixth, retired
     # on 2026-12-07 after two aggregate reports, one full and one on its compare/pinned/
-    # follow-up questions); q981-q1105 are heldout; anything else is tune.
+    # follow-up questions; q981-q1105 the seventh, retired on 2026-12-08 after two aggregate
+    # reports); q1106-q1230 are heldout; anything else is tune.
     for q in QS:
         if HELDOUT_MIN_ID <= _num(q) <= HELDOUT_MAX_ID:
             assert q["split"] == "heldout", f"{q['id']} (q{HELDOUT_MIN_ID}-q{HELDOUT_MAX_ID}) must be heldout"
