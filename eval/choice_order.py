@@ -45,8 +45,7 @@ def choose_both(engine: Any, q: dict[str, Any]) -> dict[str, Any]:
     places among the retrieved ones."""
     from rag.answer.decision import Signals
     from rag.answer.declines import Declined
-    from rag.answer.evidence import candidates, choice_schema, excerpts, parse_choice
-    from rag.answer.reading import asked_measure, asks_value
+    from rag.answer.evidence import choice_schema, excerpts, parse_choice
     from rag.prompts import render
 
     a, s, text = engine.answerer, engine.settings, q["question"]
@@ -64,14 +63,7 @@ def choose_both(engine: Any, q: dict[str, Any]) -> dict[str, Any]:
                                         if any((p.path, p.ordinal) in gold for p in h.paper.provenance)]}
     kinds = {c.hit for c in cands}
     for order in ORDERS:
-        # The engine's own candidate arguments (Answerer._gate_and_candidates), in each order.
-        cs = candidates(text, hits[: s.evidence.evidence_papers], a.embedder,
-                        total=s.evidence.evidence_sentences, per_paper=s.evidence.evidence_per_paper,
-                        first_paper=s.evidence.evidence_top_paper,
-                        value_boost=s.evidence.evidence_value_boost if asks_value(text) else 0.0,
-                        counted=asked_measure(text), count_boost=s.evidence.evidence_count_boost,
-                        lexical=a._lexical_overlap, lexical_weight=s.evidence.evidence_lexical_weight,
-                        best_last=order == "last")
+        cs = a.top_candidates(text, hits, best_last=order == "last")
         assert {c.hit for c in cs} == kinds
         msgs = [{"role": "system", "content": render("evidence_system")},
                 {"role": "user", "content": render("evidence_user", excerpts=excerpts(cs, hits), question=text)}]

@@ -270,9 +270,7 @@ class Answerer(IndexTerms):
         if not hits:
             trace.append(RuleFiring("off_topic", True, "no paper retrieved"))
             raise Declined("absent")
-        boost = s.evidence.evidence_value_boost if reading.asks_value(q) else 0.0
-        counts = {"counted": reading.asked_measure(q), "count_boost": s.evidence.evidence_count_boost,
-                  "lexical": self._lexical_overlap, "lexical_weight": s.evidence.evidence_lexical_weight}
+        boosts = self._candidate_boosts(q)
         # BM25-only search has no cosine; the fit's mean keeps the signal neutral.
         sig.top_cosine = (max((h.dense_score or 0.0) for h in hits) if s.retrieval.retriever != "bm25"
                           else self.decision_model.mean.get("top_cosine", 0.0))
@@ -297,10 +295,7 @@ class Answerer(IndexTerms):
             sig.names_paper = float(bool(self._named(q, hits)))
             sig.top_coverage = self._lexical_overlap(q, hits[0].paper.title + " " + hits[0].paper.abstract)
             if not named:
-                return candidates(q, hits[: s.evidence.evidence_papers], self.embedder,
-                                  total=s.evidence.evidence_sentences, per_paper=s.evidence.evidence_per_paper,
-                                  first_paper=s.evidence.evidence_top_paper, value_boost=boost,
-                                  best_last=s.evidence.evidence_best_last, **counts), hits
+                return self.top_candidates(q, hits, best_last=s.evidence.evidence_best_last), hits
             # A question that names its papers is answered from those papers.
             trace.append(RuleFiring("named_papers_only", True,
                                     ", ".join(hits[i].paper.name for i in named)))
@@ -311,7 +306,24 @@ class Answerer(IndexTerms):
             sig.top_coverage = self._lexical_overlap(q, hits[0].paper.title + " " + hits[0].paper.abstract)
         per = max(2, s.evidence.pinned_sentences // focus)
         return candidates(q, hits[:focus], self.embedder, total=per * focus, per_paper=per,
-                          value_boost=boost, **counts), hits
+                          **boosts), hits
+
+    def _candidate_boosts(self, q: str) -> dict:
+        """The ranking boosts ``evidence.candidates`` gives this question's sentences."""
+        s = self.settings
+        return {"value_boost": s.evidence.evidence_value_boost if reading.asks_value(q) else 0.0,
+                "counted": reading.asked_measure(q), "count_boost": s.evidence.evidence_count_boost,
+                "lexical": self._lexical_overlap, "lexical_weight": s.evidence.evidence_lexical_weight}
+
+    def top_candidates(self, q: str, hits: list[SearchHit], *, best_last: bool) -> list[Candidate]:
+        """The candidate sentences of the top retrieved papers, for a question
+        that neither pins nor names papers (``best_last``: the top-ranked
+        paper listed last; eval.choice_order asks in both orders)."""
+        s = self.settings
+        return candidates(q, hits[: s.evidence.evidence_papers], self.embedder,
+                          total=s.evidence.evidence_sentences, per_paper=s.evidence.evidence_per_paper,
+                          first_paper=s.evidence.evidence_top_paper, best_last=best_last,
+                          **self._candidate_boosts(q))
 
     def _choose(self, q: str, hits: list[SearchHit], cands: list[Candidate], pinned: list[str],
                 trace: list[RuleFiring], answer: Answer, sig: Signals, chooser: str):
